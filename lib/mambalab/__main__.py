@@ -1,0 +1,36 @@
+"""Command line: ``python -m mambalab bugs | bench | ...``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _cmd_bugs(args: argparse.Namespace) -> int:
+    from .bugs import CATALOGUE
+
+    width = max(len(b.id) for b in CATALOGUE)
+    for b in CATALOGUE:
+        parts = f"  (parts: {', '.join(b.parts)})" if b.parts else ""
+        print(f"{b.id:<{width}}  #{b.pr}  {b.title}{parts}")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from . import bench
+
+    return bench.main(args.bench_args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mambalab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("bugs", help="list the bug catalogue: id, PR, title")
+    p = sub.add_parser("bench", help="GPU bandwidth benchmark of the decode kernels")
+    p.add_argument("bench_args", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    return {"bugs": _cmd_bugs, "bench": _cmd_bench}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Triton decode-state kernels, each with a pure-torch reference beside it."""
