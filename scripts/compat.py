@@ -1,0 +1,88 @@
+"""Run the interpreter-facing tests under the oldest supported Triton (3.6).
+
+The sanitizer hooks into Triton's interpreter, whose internals change between
+releases; the GPU machines run Triton 3.6 while a fresh CPU install gets the
+newest. ``make compat`` (called by ``.ci/run`` after ``make test``) runs this:
+it keeps ``.venv-triton36`` beside ``.venv`` with torch (``$MAMBALAB_TORCH``,
+default ``torch==2.13.0``, the CPU wheel on this workplace's machines),
+``triton==3.6.0``, numpy (< 2.4, which that interpreter predates), pytest,
+hypothesis and mambalab itself (editable, no dependencies), then runs ``tests/test_sanitizer.py`` and every
+``tests/test_kernel_*.py`` on the CPU interpreter. Extra arguments go to
+pytest. The exit status is pytest's. A venv whose recorded requirements match
+is reused without touching pip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv-triton36"
+TRITON = "triton==3.6.0"
+
+
+def requirements() -> list[str]:
+    torch = os.environ.get("MAMBALAB_TORCH", "torch==2.13.0")
+    # Triton 3.6's interpreter calls int() on 1-element arrays (a tensor used as a
+    # Python index), which numpy 2.4 rejects; later Triton releases squeeze first.
+    return [torch, TRITON, "numpy<2.4", "pytest", "hypothesis"]
+
+
+def fingerprint(reqs: list[str]) -> str:
+    """What the venv was built from: the requirements and the project's metadata."""
+    h = hashlib.sha256("\n".join(reqs).encode())
+    h.update((ROOT / "pyproject.toml").read_bytes())
+    return h.hexdigest()
+
+
+def run(*cmd: str, **kwargs) -> subprocess.CompletedProcess:
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.run(cmd, **kwargs)
+
+
+def ensure_venv() -> Path:
+    py = VENV / "bin" / "python"
+    marker = VENV / ".installed"
+    reqs = requirements()
+    want = fingerprint(reqs)
+    if py.exists() and marker.exists() and marker.read_text().strip() == want:
+        print(f"reusing {VENV.name} ({TRITON})", flush=True)
+        return py
+    if not py.exists():
+        print(f"creating {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True, system_site_packages=False).create(VENV)
+    pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    run(*pip, *reqs, check=True)
+    run(*pip, "--no-deps", "-e", str(ROOT), check=True)
+    marker.write_text(want + "\n")
+    return py
+
+
+def main(argv: list[str]) -> int:
+    py = ensure_venv()
+    tests = ["tests/test_sanitizer.py"] + sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_kernel_*.py")
+    )
+    tests = [t for t in tests if (ROOT / t).exists()]
+    if not tests:
+        print("no interpreter-facing tests found", flush=True)
+        return 1
+    env = dict(os.environ)
+    env["MAMBALAB_DEVICE"] = "cpu"
+    probe = subprocess.run(
+        [str(py), "-c", "import triton, torch; print(f'triton {triton.__version__}, torch {torch.__version__}')"],
+        capture_output=True, text=True, env=env,
+    )
+    print(f"compat environment: {probe.stdout.strip() or probe.stderr.strip()}", flush=True)
+    # The numpy deprecation that Triton 3.6's interpreter trips on every tensor index.
+    quiet = ["-W", "ignore:Conversion of an array with ndim > 0 to a scalar:DeprecationWarning"]
+    return run(str(py), "-m", "pytest", "-q", *quiet, *tests, *argv, cwd=ROOT, env=env).returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
