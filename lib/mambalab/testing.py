@@ -79,7 +79,10 @@ def touched_slots(indices: torch.Tensor, null_block_id: int = NULL_BLOCK_ID) -> 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
     """The raw bytes of ``t``, so NaN == NaN and -0.0 != 0.0."""
-    return t.contiguous().view(torch.uint8) if t.dtype != torch.bool else t
+    if t.dtype == torch.bool:
+        return t
+    dense = torch.empty(t.shape, dtype=t.dtype, device=t.device).copy_(t)
+    return dense.view(torch.uint8)
 
 
 def assert_untouched(
