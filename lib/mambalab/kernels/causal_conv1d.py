@@ -1,0 +1,552 @@
+"""Decode-time causal depthwise conv update (the short conv of Mamba2 and GDN layers).
+
+Mirrors ``vllm/model_executor/layers/mamba/ops/causal_conv1d.py``
+(``causal_conv1d_update`` / ``_causal_conv1d_update_kernel``): same arguments,
+same state convention, same null-block skip. Written from the behaviour, not
+copied; the pure-torch twin is :mod:`mambalab.kernels.causal_conv1d_ref`.
+
+What the conv state is
+----------------------
+Each request owns one slot of a pool ``conv_state`` with logical shape
+``(num_slots, dim, state_len)``. Slot ``s`` keeps, per channel, the most
+recent inputs of that channel, oldest first. Physically the pool is stored
+dim-contiguous, ``(num_slots, state_len, dim)`` in memory
+(``conv_state.stride(1) == 1``, as upstream), so one state column of a block
+of channels is one coalesced load. Make such a pool with
+:func:`make_conv_state`; ``stride(0)`` may be larger than ``state_len * dim``
+(page-padded pools) and is honoured.
+
+For each new token the kernel convolves the window "last ``width - 1``
+inputs + the token" with the channel's ``width`` taps::
+
+    out[t] = act(bias + sum_j weight[:, j] * window_t[j]),   window_t[width - 1] = x[t]
+
+accumulating in fp32 whatever the stored dtype. Inputs are rounded to the
+state's dtype first (upstream casts ``x`` to the state dtype on the host), so
+the state keeps exactly the numbers the output was computed from.
+
+Where the history lives (upstream's convention, read off vLLM's kernel)
+---------------------------------------------------------------------
+Let ``W = width``, ``H = W - 1`` (history length), ``T`` the row's number of
+new tokens. Without speculative decoding only columns ``[0, H)`` matter: they
+hold the last ``H`` inputs; the new state is the last ``H`` of
+``history ++ x``; any further columns are never read or written::
+
+    before   [ h0 h1 h2 | .. ]            W = 4, T = 1
+    window    h0 h1 h2 x0         -> out[0]
+    after    [ h1 h2 x0 | .. ]            shifted by T
+
+With speculative decoding (``num_accepted_tokens`` given; rows of up to
+``T = 1 + num_spec`` tokens; ``state_len >= H - 1 + T = W - 1 + num_spec``)
+the previous step wrote ``H - 1`` history inputs followed by all of its ``T`` tokens, of which
+only ``num_accepted`` were kept. So the request's history is the ``H``
+columns ending at its last accepted token, starting at
+``off = num_accepted - 1``; the kernel writes, from column 0, the history
+minus its oldest input followed by all ``T`` new tokens (``H - 1 + T``
+columns), ready for the next step to pick its own offset::
+
+    W = 4, num_spec = 2, state_len = 5; previous step wrote [ h1 h2 d0 d1 d2 ]
+
+    num_accepted = 1 -> off 0: history = h1 h2 d0
+    num_accepted = 2 -> off 1: history = h2 d0 d1
+    num_accepted = 3 -> off 2: history = d0 d1 d2
+
+    e.g. num_accepted = 2, new tokens e0 e1 e2:
+    windows   h2 d0 d1 e0 -> out[0];  d0 d1 e0 e1 -> out[1];  d1 e0 e1 e2 -> out[2]
+    after    [ d0 d1 e0 e1 e2 ]          (the next step reads from its own num_accepted - 1)
+
+``num_accepted`` counts the bonus token, so it is at least 1; a 0 (or less)
+is read as 1: ``off = max(num_accepted - 1, 0)``, the clamp the SSU decode
+kernel applies, which keeps this kernel out of the later bug family
+#48475 / #50021 / #51508 ("num_accepted == 0: column -1 reads the
+neighbouring slot"). A value
+above ``state_len - W + 2`` would read past the slot: the caller's contract,
+not checked (it is an index value).
+
+A row's result depends on its own ``T`` only. Under varlen a row shorter than
+``max_query_len`` writes ``H`` columns (no spec) or ``H - 1 + T`` (spec);
+columns past those keep stale values nobody reads. (Upstream sizes the
+non-spec window with ``max_query_len``, which would leave a short row's state
+misaligned; vLLM's non-spec decode batches never mix lengths, so it does not
+show there. *(inferred from the kernel's arithmetic)*)
+
+Which rows touch state (the bugs of #35431 and #39064)
+------------------------------------------------------
+Row ``b`` uses slot ``conv_state_indices[b]`` (column 0 of a 2-D
+``(batch, k)`` table, as upstream). Without indices the pool is a dense batch:
+row ``b`` owns slot ``b`` (row 0 included) and nothing is skipped. Indices are
+filtered by a guard, a ``tl.constexpr`` from
+:func:`mambalab.kernels.common.guard_for`:
+
+* fixed (``GuardMode.NULL``): an index ``<= null_block_id`` (the null block
+  0, or a negative) is padding. The program returns before touching state,
+  after writing zeros: **a padded row's output is zeros** (upstream leaves it
+  undefined; zeros keep ``out`` fully defined).
+* ``guard-lt-zero`` pre-fix (``GuardMode.NEGATIVE``): only negatives are
+  skipped, so a padded row (index 0) reads and writes the null block;
+  several padded rows race on it and block 0 stops being zeros.
+* ``pad-minus-one`` world (``GuardMode.NONE``): every index is trusted, so a
+  ``-1`` reaches the address arithmetic: ``state - stride(0)``. Under the
+  interpreter :mod:`mambalab.sanitizer` reports it as
+  ``IllegalMemoryAccess``; on a GPU it is an illegal address (or silent
+  corruption of whatever precedes the pool).
+
+Index *values* are never checked on the host (that would need a device
+sync); shapes, dtypes, devices and strides are, with errors naming the
+argument.
+
+Launch design
+-------------
+Grid ``(batch, cdiv(dim, BLOCK_N))``: one program per (row, block of
+channels), like upstream. A program loads the ``H`` history columns and the
+row's ``T`` inputs as one ``[NP2_U, BLOCK_N]`` register tile ``u`` (each
+column one coalesced 16-byte-per-lane load), loads the ``W`` taps alongside
+(``evict_last``: every row reads the same weights), computes each token's
+window from registers, stores the outputs and only then, after a barrier
+(the update is in place), stores the shifted tile back into the slot. A
+padded row costs one small store of zeros. ``BLOCK_N`` and ``num_warps`` come
+from a rule (:func:`launch_config`), never from autotuning, which would re-run
+the kernel on live state: 16 bytes per lane per column, at most 4 warps,
+halved while the grid has fewer than 4 programs per SM.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from .. import sanitizer
+from ..bugs import BugConfig
+from ..constants import NULL_BLOCK_ID
+from ..device import DEVICE
+from .causal_conv1d_ref import parse_activation
+from .common import guard_for, is_live_slot
+
+_FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+# ---------------------------------------------------------------------------
+# The pool
+# ---------------------------------------------------------------------------
+def make_conv_state(
+    num_slots: int,
+    dim: int,
+    state_len: int,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+    *,
+    slot_stride: int | None = None,
+) -> torch.Tensor:
+    """A zeroed conv-state pool in the layout the kernel wants.
+
+    Returns the logical ``(num_slots, dim, state_len)`` view of a buffer laid
+    out ``(num_slots, state_len, dim)`` (so ``stride(1) == 1``). ``slot_stride``
+    (elements between consecutive slots, default ``state_len * dim``) makes a
+    page-padded pool; the padding belongs to nobody and no kernel touches it.
+    The flat backing buffer is ``result._base``.
+    """
+    for name, v in (("num_slots", num_slots), ("dim", dim), ("state_len", state_len)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"make_conv_state: {name}={v!r} must be a positive int")
+    per_slot = state_len * dim
+    stride0 = per_slot if slot_stride is None else int(slot_stride)
+    if stride0 < per_slot:
+        raise ValueError(
+            f"make_conv_state: slot_stride={stride0} is smaller than one slot (state_len * dim = {per_slot})"
+        )
+    device = DEVICE if device is None else torch.device(device)
+    buf = torch.zeros(num_slots * stride0, dtype=dtype, device=device)
+    return buf.as_strided((num_slots, dim, state_len), (stride0, 1, dim))
+
+
+# ---------------------------------------------------------------------------
+# The kernel
+# ---------------------------------------------------------------------------
+@triton.jit
+def _take_row(tile, pos, k):
+    """Row ``k`` of a ``[R, BLOCK_N]`` register tile (``pos = arange(0, R)``)."""
+    return tl.sum(tl.where(pos[:, None] == k, tile, 0.0), axis=0)
+
+
+@triton.jit
+def _causal_conv1d_update_kernel(
+    x_ptr,  # (batch, dim, seqlen) or varlen (num_tokens, dim), any strides
+    w_ptr,  # (dim, width)
+    bias_ptr,  # (dim,) if HAS_BIAS
+    state_ptr,  # pool, logical (num_slots, dim, state_len), stride over dim is 1
+    idx_ptr,  # (batch,) or (batch, k) if HAS_INDICES: column 0 is used
+    accepted_ptr,  # (batch,) if IS_SPEC
+    qsl_ptr,  # (batch + 1,) if IS_VARLEN
+    out_ptr,  # same layout as x
+    dim,
+    null_block_id,
+    stride_x_row,
+    stride_x_dim,
+    stride_x_tok,
+    stride_w_dim,
+    stride_w_tap,
+    stride_bias,
+    stride_state_slot,
+    stride_state_pos,
+    stride_idx_row,
+    stride_accepted,
+    stride_qsl,
+    stride_out_row,
+    stride_out_dim,
+    stride_out_tok,
+    WIDTH: tl.constexpr,
+    MAX_T: tl.constexpr,  # x's seqlen, or max_query_len (varlen): most tokens a row may have
+    NP2_U: tl.constexpr,  # next_power_of_2(WIDTH - 1 + MAX_T): rows of the u tile
+    HAS_BIAS: tl.constexpr,
+    HAS_INDICES: tl.constexpr,
+    IS_SPEC: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+    SILU: tl.constexpr,
+    GUARD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    HIST = WIDTH - 1  # history length (a constexpr)
+    row = tl.program_id(0).to(tl.int64)
+    chans = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    chan_ok = chans < dim
+
+    # -- this row's tokens ------------------------------------------------
+    if IS_VARLEN:
+        start = tl.load(qsl_ptr + row * stride_qsl).to(tl.int64)
+        end = tl.load(qsl_ptr + (row + 1) * stride_qsl).to(tl.int64)
+        seqlen = tl.minimum(tl.maximum(end - start, 0), MAX_T)
+    else:
+        start = 0
+        seqlen = MAX_T
+    x_row = x_ptr + row * stride_x_row + start * stride_x_tok + chans * stride_x_dim
+    out_row = out_ptr + row * stride_out_row + start * stride_out_tok + chans * stride_out_dim
+
+    # -- which slot, and may we touch it? ----------------------------------
+    if HAS_INDICES:
+        slot = tl.load(idx_ptr + row * stride_idx_row).to(tl.int64)
+        live = is_live_slot(slot, null_block_id, GUARD)
+        if live == 0:
+            # Padding: a defined (zero) output, no state traffic at all.
+            zeros = tl.zeros((BLOCK_N,), dtype=tl.float32)
+            for t in range(0, seqlen):
+                tl.store(out_row + t * stride_out_tok, zeros.to(out_ptr.dtype.element_ty), mask=chan_ok)
+            return
+    else:
+        slot = row  # a dense batch: row b owns slot b, there is no padding to skip
+    if seqlen == 0:
+        return
+
+    # -- where the history starts, how far the state shifts ----------------
+    if IS_SPEC:
+        accepted = tl.load(accepted_ptr + row * stride_accepted).to(tl.int64)
+        off = tl.maximum(accepted - 1, 0)
+        shift = 1
+        new_len = HIST - 1 + seqlen
+    else:
+        off = 0
+        shift = seqlen
+        new_len = HIST
+
+    # -- u = [history (HIST columns) | new tokens (seqlen)], fp32 ----------
+    pos = tl.arange(0, NP2_U)
+    in_hist = pos < HIST
+    in_x = (pos >= HIST) & (pos < HIST + seqlen)
+    slot_base = state_ptr + slot * stride_state_slot
+    hist_col = tl.where(in_hist, off + pos, off)  # never form a pointer we do not use
+    hist = tl.load(
+        slot_base + hist_col[:, None] * stride_state_pos + chans[None, :],
+        mask=in_hist[:, None] & chan_ok[None, :],
+        other=0.0,
+        eviction_policy="evict_first",
+    )
+    x_tok = tl.where(in_x, pos - HIST, 0)
+    xv = tl.load(
+        x_row[None, :] + x_tok[:, None] * stride_x_tok,
+        mask=in_x[:, None] & chan_ok[None, :],
+        other=0.0,
+    )
+    xv = xv.to(state_ptr.dtype.element_ty)  # what the state will keep
+    u = tl.where(in_hist[:, None], hist.to(tl.float32), xv.to(tl.float32))
+
+    # -- outputs: token t's window is u[t : t + WIDTH] ---------------------
+    if HAS_BIAS:
+        acc0 = tl.load(bias_ptr + chans * stride_bias, mask=chan_ok, other=0.0).to(tl.float32)
+    else:
+        acc0 = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    w_row = w_ptr + chans * stride_w_dim
+    for t in range(0, seqlen):
+        acc = acc0
+        for j in tl.static_range(WIDTH):
+            # the same taps serve every row: ask the cache to keep them
+            w_j = tl.load(w_row + j * stride_w_tap, mask=chan_ok, other=0.0, eviction_policy="evict_last")
+            acc += w_j.to(tl.float32) * _take_row(u, pos, t + j)
+        if SILU:
+            acc = acc / (1.0 + tl.exp(-acc))
+        tl.store(out_row + t * stride_out_tok, acc.to(out_ptr.dtype.element_ty), mask=chan_ok)
+
+    # -- new state: u[shift : shift + new_len] -> columns [0, new_len) -----
+    # In place: every thread's loads of this slot must be done before any
+    # thread overwrites it (a column's rows may live in different threads).
+    tl.debug_barrier()
+    keep = (pos >= shift) & (pos < shift + new_len)
+    dst_col = tl.where(keep, pos - shift, 0)
+    tl.store(
+        slot_base + dst_col[:, None] * stride_state_pos + chans[None, :],
+        u.to(state_ptr.dtype.element_ty),
+        mask=keep[:, None] & chan_ok[None, :],
+        eviction_policy="evict_first",
+    )
+
+
+# ---------------------------------------------------------------------------
+# Launch parameters by rule
+# ---------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _num_sms(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch.device) -> tuple[int, int]:
+    """``(BLOCK_N, num_warps)`` for a launch, by rule (no autotuning on live state).
+
+    Start from 4 warps x 32 lanes x one 16-byte vector per state column (512
+    fp32 / 1024 bf16 channels), never wider than the next power of two of
+    ``dim``; halve (down to 128) while the grid has fewer than 4 programs per
+    SM, so small batches still spread over the GPU. Each lane keeps moving 16
+    bytes per column where it can: ``num_warps = BLOCK_N * itemsize / 512``.
+    """
+    itemsize = dtype.itemsize
+    vec = max(1, 16 // itemsize)
+    block_n = max(32, min(4 * 32 * vec, triton.next_power_of_2(dim)))
+    if device.type == "cuda":
+        want = 4 * _num_sms(device.index if device.index is not None else torch.cuda.current_device())
+        while block_n > 128 and batch * triton.cdiv(dim, block_n) < want:
+            block_n //= 2
+    num_warps = max(1, min(4, block_n * itemsize // 512))
+    return block_n, num_warps
+
+
+# ---------------------------------------------------------------------------
+# The wrapper
+# ---------------------------------------------------------------------------
+def _check_tensor(name: str, t, device: torch.device, dtypes, what: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.device != device:
+        raise ValueError(f"{name} is on {t.device} but x is on {device}: all tensors must share a device")
+    if t.dtype not in dtypes:
+        raise TypeError(f"{name} has dtype {t.dtype}; expected {what}")
+
+
+def causal_conv1d_update(
+    x: torch.Tensor,
+    conv_state: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    activation=None,
+    conv_state_indices: torch.Tensor | None = None,
+    num_accepted_tokens: torch.Tensor | None = None,
+    query_start_loc: torch.Tensor | None = None,
+    max_query_len: int = -1,
+    null_block_id: int = NULL_BLOCK_ID,
+    out: torch.Tensor | None = None,
+    *,
+    bugs: BugConfig | None = None,
+) -> torch.Tensor:
+    """One decode step of the causal depthwise conv; updates ``conv_state`` in place.
+
+    Args:
+        x: ``(batch, dim)`` one token per row, ``(batch, dim, seqlen)``, or
+            varlen ``(num_tokens, dim)`` with ``query_start_loc``. fp32/bf16/fp16.
+        conv_state: pool, logical ``(num_slots, dim, state_len)``, dim-contiguous
+            (``stride(1) == 1``, see :func:`make_conv_state`), ``state_len >=
+            width - 1`` (``>= width - 2 + seqlen`` under speculative decoding).
+        weight: ``(dim, width)``, ``width >= 2``. bias: ``(dim,)`` or None.
+        activation: None, ``"silu"`` or ``"swish"`` (the same), or a bool.
+        conv_state_indices: ``(batch,)`` or ``(batch, k)`` (column 0 used),
+            int32/int64, filtered by the guard; None means a dense batch, row
+            ``b`` using slot ``b`` (no row is padding).
+        num_accepted_tokens: ``(batch,)`` int, turns on speculative decoding:
+            the history is read from column ``num_accepted - 1`` (module doc).
+        query_start_loc: ``(batch + 1,)`` int, varlen row boundaries into
+            ``x``; needs ``max_query_len >= 1`` bounding every row's length
+            (a longer row is cut to ``max_query_len`` tokens).
+        null_block_id: the padding index (vLLM's ``NULL_BLOCK_ID``, 0).
+        out: optional output, same shape as ``x``, float; must not overlap ``x``
+            or ``conv_state``.
+        bugs: which pre-fix behaviours to run (default: the active config);
+            only its state-index guard matters here.
+
+    Returns:
+        ``out``: same shape as ``x``; a padded row's output is zeros.
+    """
+    silu = parse_activation(activation)
+    # ---- x and the row structure --------------------------------------
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    device = x.device
+    _check_tensor("x", x, device, _FLOAT_DTYPES, "float32, bfloat16 or float16")
+    is_varlen = query_start_loc is not None
+    if is_varlen:
+        if x.dim() != 2:
+            raise ValueError(
+                f"x has shape {tuple(x.shape)}; with query_start_loc it must be varlen (num_tokens, dim)"
+            )
+        _check_tensor("query_start_loc", query_start_loc, device, _INDEX_DTYPES, "int32 or int64")
+        if query_start_loc.dim() != 1 or query_start_loc.shape[0] < 1:
+            raise ValueError(
+                f"query_start_loc has shape {tuple(query_start_loc.shape)}; expected (batch + 1,)"
+            )
+        if not isinstance(max_query_len, int) or max_query_len < 1:
+            raise ValueError(
+                f"max_query_len={max_query_len!r}: with query_start_loc it must be an int >= 1 "
+                "bounding every row's query length"
+            )
+        batch = query_start_loc.shape[0] - 1
+        dim = x.shape[1]
+        max_t = max_query_len
+        stride_x_row, stride_x_tok, stride_x_dim = 0, x.stride(0), x.stride(1)
+    elif x.dim() == 2:
+        batch, dim = x.shape
+        max_t = 1
+        stride_x_row, stride_x_dim, stride_x_tok = x.stride(0), x.stride(1), 0
+    elif x.dim() == 3:
+        batch, dim, max_t = x.shape
+        if max_t < 1:
+            raise ValueError(f"x has shape {tuple(x.shape)}: seqlen must be >= 1")
+        stride_x_row, stride_x_dim, stride_x_tok = x.stride()
+    else:
+        raise ValueError(
+            f"x has shape {tuple(x.shape)}; expected (batch, dim), (batch, dim, seqlen) "
+            "or varlen (num_tokens, dim) with query_start_loc"
+        )
+    if dim < 1:
+        raise ValueError(f"x has shape {tuple(x.shape)}: dim must be >= 1")
+
+    # ---- weight, bias ---------------------------------------------------
+    _check_tensor("weight", weight, device, _FLOAT_DTYPES, "float32, bfloat16 or float16")
+    if weight.dim() != 2 or weight.shape[0] != dim:
+        raise ValueError(f"weight has shape {tuple(weight.shape)}; expected (dim={dim}, width)")
+    width = weight.shape[1]
+    if width < 2:
+        raise ValueError(f"weight has width {width}; the conv needs width >= 2")
+    if bias is not None:
+        _check_tensor("bias", bias, device, _FLOAT_DTYPES, "float32, bfloat16 or float16")
+        if tuple(bias.shape) != (dim,):
+            raise ValueError(f"bias has shape {tuple(bias.shape)}; expected (dim={dim},)")
+
+    # ---- the pool -------------------------------------------------------
+    _check_tensor("conv_state", conv_state, device, _FLOAT_DTYPES, "float32, bfloat16 or float16")
+    if conv_state.dim() != 3 or conv_state.shape[1] != dim:
+        raise ValueError(
+            f"conv_state has shape {tuple(conv_state.shape)}; expected (num_slots, dim={dim}, state_len)"
+        )
+    num_slots, _, state_len = conv_state.shape
+    if conv_state.stride(1) != 1 and dim > 1:
+        raise ValueError(
+            f"conv_state has strides {conv_state.stride()}; it must be dim-contiguous (stride(1) == 1), "
+            "i.e. physically (num_slots, state_len, dim): allocate it with make_conv_state()"
+        )
+    is_spec = num_accepted_tokens is not None
+    need = width - 2 + max_t if is_spec else width - 1
+    if state_len < need:
+        why = (
+            f"width - 2 + seqlen = {need} (speculative decoding: width - 1 + num_spec)"
+            if is_spec
+            else f"width - 1 = {need}"
+        )
+        raise ValueError(f"conv_state has state_len {state_len}; it needs at least {why}")
+
+    # ---- indices --------------------------------------------------------
+    if conv_state_indices is not None:
+        _check_tensor("conv_state_indices", conv_state_indices, device, _INDEX_DTYPES, "int32 or int64")
+        if conv_state_indices.dim() not in (1, 2) or conv_state_indices.shape[0] != batch or (
+            conv_state_indices.dim() == 2 and conv_state_indices.shape[1] < 1
+        ):
+            raise ValueError(
+                f"conv_state_indices has shape {tuple(conv_state_indices.shape)}; "
+                f"expected (batch={batch},) or (batch={batch}, k)"
+            )
+        stride_idx_row = conv_state_indices.stride(0)
+    else:
+        if num_slots < batch:
+            raise ValueError(
+                f"conv_state has {num_slots} slots but there are {batch} rows and no "
+                "conv_state_indices (row b uses slot b)"
+            )
+        stride_idx_row = 0
+    if is_spec:
+        _check_tensor("num_accepted_tokens", num_accepted_tokens, device, _INDEX_DTYPES, "int32 or int64")
+        if tuple(num_accepted_tokens.shape) != (batch,):
+            raise ValueError(
+                f"num_accepted_tokens has shape {tuple(num_accepted_tokens.shape)}; expected (batch={batch},)"
+            )
+
+    # ---- out --------------------------------------------------------------
+    if out is None:
+        out = torch.empty_like(x)
+    else:
+        _check_tensor("out", out, device, _FLOAT_DTYPES, "float32, bfloat16 or float16")
+        if out.shape != x.shape:
+            raise ValueError(f"out has shape {tuple(out.shape)}; expected x's shape {tuple(x.shape)}")
+    if is_varlen:
+        stride_out_row, stride_out_tok, stride_out_dim = 0, out.stride(0), out.stride(1)
+    elif out.dim() == 2:
+        stride_out_row, stride_out_dim, stride_out_tok = out.stride(0), out.stride(1), 0
+    else:
+        stride_out_row, stride_out_dim, stride_out_tok = out.stride()
+
+    if batch == 0 or x.numel() == 0:
+        return out
+
+    block_n, num_warps = launch_config(dim, batch, conv_state.dtype, device)
+    grid = (batch, triton.cdiv(dim, block_n))
+    sanitizer.launch(
+        _causal_conv1d_update_kernel,
+        grid,
+        x,
+        weight,
+        bias,  # absent optional tensors go in as None (never dereferenced: HAS_* are False)
+        conv_state,
+        conv_state_indices,
+        num_accepted_tokens,
+        query_start_loc,
+        out,
+        dim,
+        int(null_block_id),
+        stride_x_row,
+        stride_x_dim,
+        stride_x_tok,
+        weight.stride(0),
+        weight.stride(1),
+        bias.stride(0) if bias is not None else 0,
+        conv_state.stride(0),
+        conv_state.stride(2),
+        stride_idx_row,
+        num_accepted_tokens.stride(0) if is_spec else 0,
+        query_start_loc.stride(0) if is_varlen else 0,
+        stride_out_row,
+        stride_out_dim,
+        stride_out_tok,
+        name="causal_conv1d_update",
+        row_axis=0,
+        WIDTH=width,
+        MAX_T=max_t,
+        NP2_U=triton.next_power_of_2(width - 1 + max_t),
+        HAS_BIAS=bias is not None,
+        HAS_INDICES=conv_state_indices is not None,
+        IS_SPEC=is_spec,
+        IS_VARLEN=is_varlen,
+        SILU=silu,
+        GUARD=guard_for(bugs),
+        BLOCK_N=block_n,
+        num_warps=num_warps,
+    )
+    return out
+
+
+__all__ = ["causal_conv1d_update", "make_conv_state", "launch_config"]
