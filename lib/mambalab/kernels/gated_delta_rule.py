@@ -1,0 +1,472 @@
+"""Gated delta rule decode step (GDN, Qwen3-Next) as one Triton kernel.
+
+Mirrors the behaviour of vLLM's copy of flash-linear-attention's
+``fused_recurrent_gated_delta_rule`` (``vllm/model_executor/layers/fla/ops/
+fused_recurrent.py``, moved to ``vllm/third_party/flash_linear_attention/ops/``
+in 0.33) and of ``fused_sigmoid_gating_delta_rule_update`` next to it. The
+maths, the state layout and the meaning of every argument are documented in
+the pure-torch reference :mod:`mambalab.kernels.gated_delta_rule_ref`; this
+file is about *how* the kernel runs.
+
+Launch design
+-------------
+* Grid ``(cdiv(V, BV), HV, N)``: one program per (block of ``BV`` value rows,
+  value head, sequence). The rows of ``h`` (``V x K``) never mix in the delta
+  rule (``h @ k``, the rank-1 update and ``h @ q`` are all row-wise), so the
+  value dimension splits freely across programs while each program keeps its
+  ``BV x BK`` tile of the state in registers for all the tokens of its
+  sequence. ``BK = next_pow2(K)`` (the whole key dimension: the two
+  reductions over K stay inside a program). Grid axis 2 is the request row
+  (``row_axis=2`` for the sanitizer's reports).
+* The state is ``[slots, HV, V, K]`` with K innermost: each tile row is one
+  contiguous run of ``K`` elements, so a warp's load covers consecutive bytes
+  (128-bit vector loads when ``stride(-1) == 1`` and the other strides are
+  multiples of 16 elements, which Triton detects by specialisation).
+  Programs of one (sequence, head) are adjacent on axis 0, so consecutive
+  CTAs stream one contiguous ``V x K`` block.
+* Block sizes by rule, never autotuned (autotuning would re-run an in-place
+  kernel on live state): ``BV`` so that a program moves about 8 KiB of state
+  (16 rows of 128 fp32, 32 rows of bf16), and ``BV`` halved while the grid would be too
+  small to occupy the GPU (small batches are latency-bound: more, smaller
+  programs). ``num_warps`` so that a thread holds at most 32 fp32
+  accumulators (2 warps for 16 x 128, 4 for bf16's 32 x 128).
+  See :func:`launch_config`.
+* A sequence whose load index is not live (the guard) costs one index load
+  and a few output stores: programs return before touching the state.
+* All strides are honoured: q/k/v/g/beta may be views into a packed
+  projection, the pool may be a page-padded view (``stride(0)`` larger than
+  ``HV * V * K``), indices may be a column slice of a wider block table.
+* Everything accumulates in float32; only stores round to the state dtype.
+
+Guards: :func:`mambalab.kernels.common.is_live_slot` with the ``GUARD``
+constexpr from :func:`mambalab.kernels.common.guard_for` (the bug switch).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defined)
+
+import torch
+import triton
+import triton.language as tl
+
+from .. import sanitizer
+from ..bugs import BugConfig
+from ..constants import NULL_BLOCK_ID
+from .common import guard_for, is_live_slot
+from .gated_delta_rule_ref import validate_gdn_inputs
+
+KERNEL_NAME = "fused_recurrent_gated_delta_rule"
+
+# Launch rule constants (see launch_config).
+_STATE_BYTES_PER_PROGRAM = 8192
+_MAX_ACC_PER_THREAD = 32
+_MIN_BV = 4
+
+
+@triton.jit
+def _gdn_decode_kernel(
+    # activations
+    q, k, v, g, beta, o,
+    # state: h0 is read, ht is written (the same tensor when in place)
+    h0, ht,
+    # indexing
+    cu_seqlens, state_indices, num_accepted_tokens,
+    # fused sigmoid gating (only with SIGMOID_GATING)
+    A_log, dt_bias,
+    # scalars
+    scale, softplus_beta, softplus_threshold,
+    T,  # q.shape[1]: tokens per sequence, or all tokens with cu_seqlens
+    num_cols,  # columns of 2-D state_indices
+    null_block_id,
+    # strides (elements)
+    s_q_b, s_q_t, s_q_h, s_q_k,
+    s_k_b, s_k_t, s_k_h, s_k_k,
+    s_v_b, s_v_t, s_v_h, s_v_v,
+    s_g_b, s_g_t, s_g_h,
+    s_beta_b, s_beta_t, s_beta_h,
+    s_h0_n, s_h0_h, s_h0_v, s_h0_k,
+    s_ht_n, s_ht_h, s_ht_v, s_ht_k,
+    s_idx_n, s_idx_c,
+    # shapes and switches
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr,
+    HAS_INITIAL_STATE: tl.constexpr,
+    INPLACE: tl.constexpr,  # store into the pool (else into a fresh per-token tensor)
+    IS_VARLEN: tl.constexpr,
+    INDEXED: tl.constexpr,  # 0: none, 1: (N,), 2: (N, C), one slot per token
+    IS_SPEC: tl.constexpr,  # num_accepted_tokens given (only with INDEXED == 2)
+    HAS_BETA: tl.constexpr,
+    USE_L2NORM: tl.constexpr,
+    SIGMOID_GATING: tl.constexpr,  # g <- -exp(A_log) softplus(g + dt_bias), beta <- sigmoid(beta)
+    GUARD: tl.constexpr,
+):
+    i_v = tl.program_id(0)
+    i_hv = tl.program_id(1)
+    i_n = tl.program_id(2).to(tl.int64)
+    i_h = i_hv // (HV // H)  # grouped value attention
+
+    # -- which tokens belong to this sequence -----------------------------------
+    if IS_VARLEN:
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        seq_len = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
+        if seq_len <= 0:
+            return  # an empty sequence reads and writes nothing
+        i_b = 0  # the batch dimension is 1
+    else:
+        bos = 0
+        seq_len = T
+        i_b = i_n
+    flat0 = i_b * T + bos  # flat index of the first token on the [B * T] axis
+
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    mask_k = o_k < K
+    mask_v = o_v < V
+    mask_h = mask_v[:, None] & mask_k[None, :]
+    # offsets of this program's tile inside one [HV, V, K] state
+    tile_h0 = i_hv * s_h0_h + o_v[:, None] * s_h0_v + o_k[None, :] * s_h0_k
+    tile_ht = i_hv * s_ht_h + o_v[:, None] * s_ht_v + o_k[None, :] * s_ht_k
+
+    p_o = o + (flat0 * HV + i_hv) * V + o_v  # o is a fresh contiguous [B, T, HV, V]
+
+    # -- where the state comes from: the load guard -----------------------------
+    if INDEXED == 0:
+        slot = i_n
+        live = True
+    else:
+        if IS_SPEC:
+            col = tl.load(num_accepted_tokens + i_n).to(tl.int64) - 1
+        else:
+            col = 0
+        slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c).to(tl.int64)
+        live = is_live_slot(slot, null_block_id, GUARD)
+
+    if not live:
+        # Skipped sequence (with the fixed guard: null block or negative).
+        # Nothing is read or written in the pool; the outputs (and the rows of
+        # a fresh final state) are zero-filled so every result is defined.
+        zero_v = tl.zeros([BV], dtype=tl.float32).to(o.dtype.element_ty)
+        zero_h = tl.zeros([BV, BK], dtype=tl.float32).to(ht.dtype.element_ty)
+        p_z = ht + flat0 * s_ht_n + tile_ht
+        for _ in range(0, seq_len):
+            tl.store(p_o, zero_v, mask=mask_v)
+            if not INPLACE:
+                tl.store(p_z, zero_h, mask=mask_h)
+            p_o += HV * V
+            p_z += s_ht_n
+        return
+
+    # -- initial state: a BV x BK tile, fp32 in registers ------------------------
+    if HAS_INITIAL_STATE:
+        b_h = tl.load(h0 + slot * s_h0_n + tile_h0, mask=mask_h, other=0.0).to(tl.float32)
+    else:
+        b_h = tl.zeros([BV, BK], dtype=tl.float32)
+
+    if SIGMOID_GATING:
+        b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+        b_dt_bias = tl.load(dt_bias + i_hv).to(tl.float32)
+
+    # pointers advance one token per iteration (64-bit pointer arithmetic)
+    p_q = q + i_b * s_q_b + bos * s_q_t + i_h * s_q_h + o_k * s_q_k
+    p_k = k + i_b * s_k_b + bos * s_k_t + i_h * s_k_h + o_k * s_k_k
+    p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h + o_v * s_v_v
+    p_g = g + i_b * s_g_b + bos * s_g_t + i_hv * s_g_h
+    p_beta = beta + i_b * s_beta_b + bos * s_beta_t + i_hv * s_beta_h
+    p_fresh = ht + flat0 * s_ht_n + tile_ht  # only with INPLACE == False
+    p_col = state_indices + i_n * s_idx_n  # only with INDEXED == 2
+
+    for t in range(0, seq_len):
+        b_q = tl.load(p_q, mask=mask_k, other=0.0).to(tl.float32)
+        b_k = tl.load(p_k, mask=mask_k, other=0.0).to(tl.float32)
+        b_v = tl.load(p_v, mask=mask_v, other=0.0).to(tl.float32)
+        b_g = tl.load(p_g).to(tl.float32)
+        if HAS_BETA:
+            b_beta = tl.load(p_beta).to(tl.float32)
+        else:
+            b_beta = 1.0
+        if SIGMOID_GATING:
+            x = b_g + b_dt_bias
+            bx = softplus_beta * x
+            # clamp inside exp so the branch not taken never overflows
+            soft = tl.where(
+                bx <= softplus_threshold,
+                tl.log(1.0 + tl.exp(tl.minimum(bx, softplus_threshold))) / softplus_beta,
+                x,
+            )
+            b_g = b_A * soft
+            b_beta = tl.sigmoid(b_beta)
+
+        if USE_L2NORM:
+            b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
+            b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
+        b_q = b_q * scale
+
+        b_h = b_h * tl.exp(b_g)  # decay
+        b_pred = tl.sum(b_h * b_k[None, :], axis=1)  # h @ k: what the memory recalls
+        b_vn = (b_v - b_pred) * b_beta  # delta rule correction
+        b_h = b_h + b_vn[:, None] * b_k[None, :]  # rank-1 write
+        b_o = tl.sum(b_h * b_q[None, :], axis=1)  # h @ q
+        tl.store(p_o, b_o.to(o.dtype.element_ty), mask=mask_v)
+
+        if INPLACE:
+            if INDEXED == 2:
+                # one slot per token (spec decode): the state after token t -> column t
+                if t < num_cols:
+                    dst = tl.load(p_col + t * s_idx_c).to(tl.int64)
+                    if is_live_slot(dst, null_block_id, GUARD):
+                        tl.store(ht + dst * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+        else:
+            tl.store(p_fresh, b_h.to(ht.dtype.element_ty), mask=mask_h)
+            p_fresh += s_ht_n
+
+        p_q += s_q_t
+        p_k += s_k_t
+        p_v += s_v_t
+        p_g += s_g_t
+        p_beta += s_beta_t
+        p_o += HV * V
+
+    if INPLACE:
+        if INDEXED != 2:
+            # one slot per sequence: write back where the state was read
+            tl.store(ht + slot * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return _cuda_sms(index)
+    # The interpreter runs programs one after another: the fewest programs is fastest.
+    return 1
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def launch_config(
+    K: int, V: int, HV: int, N: int, state_element_size: int, num_sms: int = 132
+) -> tuple[int, int, int]:
+    """``(BK, BV, num_warps)`` for a launch, by rule (never autotuned).
+
+    * ``BK = next_pow2(K)``: the whole key dimension in one program.
+    * ``BV``: the power of two that gives about 8 KiB of state per program
+      (Qwen3-Next K=V=128: 16 rows fp32, 32 rows bf16), at most
+      ``next_pow2(V)``, at least 4 (or less when V is smaller).
+    * While the grid has fewer than 4 programs per SM, halve BV (down to 4):
+      at small batch the step is latency-bound and more programs overlap the
+      load-compute-store chain.
+    * ``num_warps``: enough threads that each holds at most 32 fp32
+      accumulators of the tile (2 warps for 16 x 128, 4 for 32 x 128),
+      capped at 8. Compiled for sm_90 this keeps the kernel at about 70-80
+      registers a thread with 128-bit state loads and stores, so a dozen or
+      more programs share an SM and their load-compute-store chains overlap
+      (the 16 x 128 tile with one warp needs about 160 registers).
+    """
+    BK = triton.next_power_of_2(K)
+    bv_cap = triton.next_power_of_2(V)
+    rows = max(1, _STATE_BYTES_PER_PROGRAM // (BK * state_element_size))
+    BV = min(bv_cap, 1 << (rows.bit_length() - 1))  # largest power of two <= rows
+    BV = max(min(_MIN_BV, bv_cap), BV)
+    while BV > _MIN_BV and triton.cdiv(V, BV) * HV * N < 4 * num_sms:
+        BV //= 2
+    num_warps = max(1, min(8, (BV * BK) // (32 * _MAX_ACC_PER_THREAD)))
+    return BK, BV, num_warps
+
+
+def _launch(
+    q, k, v, g, beta, scale, initial_state, inplace_final_state, cu_seqlens,
+    ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
+    null_block_id, bugs, A_log=None, dt_bias=None, softplus_beta=1.0, threshold=20.0,
+    block_v=None, num_warps=None,
+):
+    shapes = validate_gdn_inputs(q, k, v, g, beta, scale, initial_state, inplace_final_state,
+                                 cu_seqlens, ssm_state_indices, num_accepted_tokens)
+    B, T, H, HV, K, V, N = shapes.B, shapes.T, shapes.H, shapes.HV, shapes.K, shapes.V, shapes.N
+    if bugs is not None and not isinstance(bugs, BugConfig):
+        raise TypeError(f"bugs must be a mambalab.BugConfig or None, got {type(bugs).__name__}")
+    guard = guard_for(bugs)
+    scale = K ** -0.5 if scale is None else float(scale)
+
+    o = torch.empty((B, T, HV, V), dtype=v.dtype, device=v.device)
+    in_place = bool(inplace_final_state) and initial_state is not None
+    if in_place:
+        final_state = initial_state
+    else:
+        dtype = initial_state.dtype if initial_state is not None else torch.float32
+        final_state = torch.empty((B * T, HV, V, K), dtype=dtype, device=q.device)
+    if N == 0 or T == 0:
+        return o, final_state
+
+    state_in = initial_state if initial_state is not None else final_state
+    idx = ssm_state_indices
+    if idx is None:
+        indexed, s_idx = 0, (0, 0)
+    elif idx.dim() == 1:
+        indexed, s_idx = 1, (idx.stride(0), 0)
+    else:
+        indexed, s_idx = 2, tuple(idx.stride())
+    num_cols = shapes.index_columns
+
+    BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device))
+    if block_v is not None:
+        if block_v <= 0 or block_v & (block_v - 1):
+            raise ValueError(f"block_v must be a positive power of two, got {block_v}")
+        BV = block_v
+    if num_warps is not None:
+        nw = num_warps
+    grid = (triton.cdiv(V, BV), HV, N)
+
+    dummy = q  # stands in for absent pointer arguments (never dereferenced)
+    gate_g = g
+    gate_b = beta if beta is not None else dummy
+    sanitizer.launch(
+        _gdn_decode_kernel, grid,
+        q, k, v, gate_g, gate_b, o,
+        state_in, final_state,
+        cu_seqlens if cu_seqlens is not None else dummy,
+        idx if idx is not None else dummy,
+        num_accepted_tokens if num_accepted_tokens is not None else dummy,
+        A_log if A_log is not None else dummy,
+        dt_bias if dt_bias is not None else dummy,
+        scale, float(softplus_beta), float(threshold),
+        T, num_cols, int(null_block_id),
+        *q.stride(), *k.stride(), *v.stride(),
+        *g.stride(), *(beta.stride() if beta is not None else (0, 0, 0)),
+        *state_in.stride(), *final_state.stride(),
+        *s_idx,
+        H=H, HV=HV, K=K, V=V, BK=BK, BV=BV,
+        HAS_INITIAL_STATE=initial_state is not None,
+        INPLACE=in_place,
+        IS_VARLEN=cu_seqlens is not None,
+        INDEXED=indexed,
+        IS_SPEC=num_accepted_tokens is not None,
+        HAS_BETA=beta is not None,
+        USE_L2NORM=bool(use_qk_l2norm_in_kernel),
+        SIGMOID_GATING=A_log is not None,
+        GUARD=guard,
+        num_warps=nw,
+        num_stages=1,
+        name=KERNEL_NAME,
+        row_axis=2,
+    )
+    return o, final_state
+
+
+def fused_recurrent_gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor | None = None,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    inplace_final_state: bool = True,
+    cu_seqlens: torch.Tensor | None = None,
+    ssm_state_indices: torch.Tensor | None = None,
+    num_accepted_tokens: torch.Tensor | None = None,
+    use_qk_l2norm_in_kernel: bool = False,
+    *,
+    null_block_id: int = NULL_BLOCK_ID,
+    bugs: BugConfig | None = None,
+    block_v: int | None = None,
+    num_warps: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One gated-delta-rule step (or a few, for speculative decoding) on a state pool.
+
+    Args:
+        q, k: ``[B, T, H, K]``. v: ``[B, T, HV, V]`` (HV a multiple of H).
+        g: ``[B, T, HV]`` log-decays (<= 0). beta: ``[B, T, HV]`` in (0, 1); None: ones.
+        scale: query scale, default ``K ** -0.5``.
+        initial_state: the pool ``[slots, HV, V, K]`` (K innermost), float32,
+            bfloat16 or float16; any ``stride(0)``. None: start from zeros.
+        inplace_final_state: write the new state into the pool (True) or return
+            a fresh ``[B * T, HV, V, K]`` tensor, one row per token (False).
+        cu_seqlens: ``(N + 1,)`` token offsets of N packed sequences (B == 1).
+        ssm_state_indices: None (sequence n uses row n), ``(N,)`` one slot per
+            sequence, or ``(N, C)`` one slot per token (spec decode).
+        num_accepted_tokens: ``(N,)``: the initial state is read from column
+            ``num_accepted_tokens[n] - 1``; values must be in ``1..C``.
+        use_qk_l2norm_in_kernel: L2-normalise q and k per head first.
+        null_block_id: the null block (0); which indices are skipped follows
+            ``bugs`` (default: the active :class:`BugConfig`): fixed skips
+            ``<= null_block_id``, ``guard-lt-zero`` only ``< 0``,
+            ``pad-minus-one`` nothing.
+        block_v, num_warps: override :func:`launch_config` (benchmarking only).
+
+    Returns:
+        ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in v's dtype (zeros for
+        skipped sequences); ``final_state`` is ``initial_state`` itself when in
+        place, else the fresh per-token tensor (zeros for skipped sequences).
+
+    Index values are never checked on the host: the kernel's guard decides.
+    With cu_seqlens, tokens outside ``[cu_seqlens[0], cu_seqlens[-1])`` are
+    not written.
+    """
+    return _launch(q, k, v, g, beta, scale, initial_state, inplace_final_state, cu_seqlens,
+                   ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
+                   null_block_id, bugs, block_v=block_v, num_warps=num_warps)
+
+
+def fused_sigmoid_gating_delta_rule_update(
+    A_log: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    dt_bias: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: float = 1.0,
+    threshold: float = 20.0,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    inplace_final_state: bool = True,
+    cu_seqlens: torch.Tensor | None = None,
+    ssm_state_indices: torch.Tensor | None = None,
+    num_accepted_tokens: torch.Tensor | None = None,
+    use_qk_l2norm_in_kernel: bool = False,
+    *,
+    null_block_id: int = NULL_BLOCK_ID,
+    bugs: BugConfig | None = None,
+    block_v: int | None = None,
+    num_warps: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same step with Qwen3-Next's gates computed in the kernel.
+
+    ``g = -exp(A_log) * softplus(a + dt_bias)`` (softplus with sharpness
+    ``beta`` and linear above ``threshold``, upstream's names) and the delta
+    rule's ``beta = sigmoid(b)``. ``A_log, dt_bias: (HV,)``; ``a, b: [B, T, HV]``.
+    Everything else as :func:`fused_recurrent_gated_delta_rule`.
+    """
+    HV = v.shape[2] if v.dim() == 4 else -1
+    BT = tuple(q.shape[:2]) if q.dim() == 4 else ()
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point:
+            raise TypeError(f"{name} must be a floating-point torch.Tensor")
+        if t.shape != (*BT, HV):
+            raise ValueError(f"{name} must be [B, T, HV] = {[*BT, HV]}, got {tuple(t.shape)}")
+    for name, t in (("A_log", A_log), ("dt_bias", dt_bias)):
+        if not isinstance(t, torch.Tensor) or t.shape != (HV,):
+            raise ValueError(f"{name} must be a tensor of shape (HV,) = ({HV},), "
+                             f"got {tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+        if t.device != q.device:
+            raise ValueError(f"{name} is on {t.device} but q is on {q.device}")
+    if float(beta) <= 0:
+        raise ValueError(f"beta (softplus sharpness) must be positive, got {beta}")
+    A_log, dt_bias = A_log.contiguous(), dt_bias.contiguous()
+    return _launch(q, k, v, a, b, scale, initial_state, inplace_final_state, cu_seqlens,
+                   ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
+                   null_block_id, bugs, A_log=A_log, dt_bias=dt_bias, softplus_beta=beta,
+                   threshold=threshold, block_v=block_v, num_warps=num_warps)
+
+
+__all__ = [
+    "fused_recurrent_gated_delta_rule",
+    "fused_sigmoid_gating_delta_rule_update",
+    "launch_config",
+    "KERNEL_NAME",
+]
