@@ -16,20 +16,18 @@ def _cmd_bugs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    from . import bench
-
-    return bench.main(args.bench_args)
-
-
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:  # bench parses its own options
+        from . import bench
+
+        return bench.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m mambalab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("bugs", help="list the bug catalogue: id, PR, title")
-    p = sub.add_parser("bench", help="GPU bandwidth benchmark of the decode kernels")
-    p.add_argument("bench_args", nargs=argparse.REMAINDER)
+    sub.add_parser("bench", help="GPU bandwidth benchmark of the decode kernels (bench --help)")
     args = parser.parse_args(argv)
-    return {"bugs": _cmd_bugs, "bench": _cmd_bench}[args.command](args)
+    return {"bugs": _cmd_bugs}[args.command](args)
 
 
 if __name__ == "__main__":
