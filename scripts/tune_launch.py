@@ -31,19 +31,26 @@ def patched(module, name, value):
         setattr(module, name, old)
 
 
+# (tile sizes, warps) per kernel; --wide for the first, broad sweep.
+NARROW = {"ssu": ([4, 8, 16, 32], [1, 2]), "gdn": ([4, 8, 16, 32], [1, 2]), "conv": ([32, 64, 128, 256], [1, 2])}
+WIDE = {"ssu": ([4, 8, 16, 32, 64], [2, 4, 8, 16]), "gdn": ([4, 8, 16, 32, 64], [1, 2, 4, 8]),
+        "conv": ([64, 128, 256, 512, 1024, 2048], [1, 2, 4, 8])}
+SWEEP = dict(NARROW)
+
+
 def ssu_configs():
-    for bm, w in itertools.product([4, 8, 16, 32, 64], [2, 4, 8, 16]):
+    for bm, w in itertools.product(*SWEEP['ssu']):
         yield f"BLOCK_M={bm} warps={w}", lambda bm=bm, w=w: ssu_mod.launch_config_override(ssu_mod.LaunchConfig(bm, w))
 
 
 def gdn_configs():
-    for bv, w in itertools.product([4, 8, 16, 32, 64], [1, 2, 4, 8]):
+    for bv, w in itertools.product(*SWEEP['gdn']):
         yield f"BV={bv} warps={w}", lambda bv=bv, w=w: patched(
             gdn_mod, "launch_config", lambda K, V, HV, N, es, sms=132, bv=bv, w=w: (triton_np2(K), bv, w))
 
 
 def conv_configs():
-    for bn, w in itertools.product([64, 128, 256, 512, 1024, 2048], [1, 2, 4, 8]):
+    for bn, w in itertools.product(*SWEEP['conv']):
         yield f"BLOCK_N={bn} warps={w}", lambda bn=bn, w=w: patched(
             conv_mod, "launch_config", lambda dim, batch, dtype, device, bn=bn, w=w: (bn, w))
 
@@ -65,7 +72,10 @@ def main() -> int:
     ap.add_argument("--dtypes", default="fp32,bf16")
     ap.add_argument("--batches", default="1,64,256")
     ap.add_argument("--json")
+    ap.add_argument("--wide", action="store_true", help="the broad first sweep (more warps, bigger tiles)")
     args = ap.parse_args()
+    if args.wide:
+        SWEEP.update(WIDE)
     copy = bench.copy_bandwidth()
     print(f"copy peak {copy:.0f} GB/s", flush=True)
     results = []
