@@ -166,8 +166,7 @@ def run_ops(sequence, bugs):
             rid = live[op[1] % len(live)]
             row = ib.remove_request(rid)
             pool.free(blocks[rid][0] + blocks[rid][1])
-            del blocks[rid]
-            yield "removed", ib, row, rid
+            yield "removed", ib, row, blocks.pop(rid)
         elif op[0] == "condense":
             ib.condense()
             yield "condensed", ib, None, None
@@ -180,7 +179,7 @@ def run_ops(sequence, bugs):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops)
-def test_live_rows_hold_their_blocks_and_removed_rows_are_null(sequence):
+def test_live_rows_hold_their_blocks_and_removed_rows_are_cleared(sequence):
     blocks_now = {}
     for kind, ib, row, extra in run_ops(sequence, BugConfig()):
         if kind == "step":
@@ -190,8 +189,13 @@ def test_live_rows_hold_their_blocks_and_removed_rows_are_null(sequence):
                 for g in range(2):
                     assert ib.block_table[g].row(r) == blocks_now[rid][g]
         elif kind == "removed":
+            # clear_row zeroes the entries the request used (#37728); entries past them
+            # may be stale leftovers of an earlier, longer tenant, exactly as in vLLM.
+            removed_blocks = extra
             for g in range(2):
-                assert (ib.block_table[g].block_table.np[row] == NULL_BLOCK_ID).all()
+                bt = ib.block_table[g]
+                assert bt.num_blocks_per_row[row] == 0
+                assert (bt.block_table.np[row, : len(removed_blocks[g])] == NULL_BLOCK_ID).all()
         elif kind == "condensed":
             assert None not in ib._req_ids and len(ib._req_ids) == ib.num_reqs
             assert sorted(ib.req_id_to_index.values()) == list(range(ib.num_reqs))
@@ -200,6 +204,18 @@ def test_live_rows_hold_their_blocks_and_removed_rows_are_null(sequence):
 @settings(max_examples=100, deadline=None)
 @given(ops)
 def test_with_stale_rows_bug_removed_rows_keep_freed_blocks(sequence):
-    for kind, ib, row, rid in run_ops(sequence, BugConfig.with_bugs("stale-rows")):
+    for kind, ib, row, _ in run_ops(sequence, BugConfig.with_bugs("stale-rows")):
         if kind == "removed":
             assert ib.block_table[1].block_table.np[row, 0] != NULL_BLOCK_ID
+
+
+def test_add_row_leaves_the_tail_of_a_longer_former_tenant():
+    """vLLM's add_row resets the count, not the row: a later clear_row zeroes only [:n]."""
+    ib = make_batch()
+    ib.add_request(req(0))
+    ib.add_request(req(1, attn=[5, 6, 7]))
+    ib.remove_request("r0")
+    ib.condense()  # r1 moves to row 0; row 1 keeps a copy of [5, 6, 7]
+    assert ib.add_request(req(2, attn=[9])) == 1
+    ib.remove_request("r2")
+    assert ib.block_table[0].block_table.np[1, :3].tolist() == [0, 6, 7]
