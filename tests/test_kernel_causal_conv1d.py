@@ -489,8 +489,8 @@ def test_make_conv_state_layout():
 
 def test_launch_config_rule():
     cpu = torch.device("cpu")
-    assert launch_config(8192, 64, torch.bfloat16, cpu) == (1024, 4)
-    assert launch_config(8192, 64, torch.float32, cpu) == (512, 4)
+    assert launch_config(8192, 64, torch.bfloat16, cpu) == (128, 1)
+    assert launch_config(8192, 64, torch.float32, cpu) == (64, 1)
     assert launch_config(37, 3, torch.float32, cpu) == (64, 1)
 
 

@@ -286,13 +286,13 @@ def test_launch_rule_for_real_shapes(monkeypatch):
     sms = ssu._sm_count(0)
     big_fp32 = choose_launch_config(128, 64, 128, 64, torch.float32, dev)
     big_bf16 = choose_launch_config(128, 64, 128, 256, torch.bfloat16, dev)
-    assert big_fp32 == LaunchConfig(16, 4)  # 8 KB fp32 tile, 16 elements per thread
-    assert big_bf16 == LaunchConfig(32, 8)
+    assert big_fp32 == LaunchConfig(8, 1)  # measured best on an H200: small tiles, one warp
+    assert big_bf16 == LaunchConfig(4, 1)
     small = choose_launch_config(80, 64, 128, 1, torch.float32, dev)
     assert small.block_m < big_fp32.block_m and small.block_m >= 4  # batch 1: more, smaller tiles
-    assert small.num_warps == 4
+    assert small.num_warps == 1
     if sms >= 100:
-        assert small == LaunchConfig(4, 4)
+        assert small == LaunchConfig(4, 1)
     with launch_config_override(LaunchConfig(2, 1)):
         assert choose_launch_config(128, 64, 128, 64, torch.float32, dev) == LaunchConfig(2, 1)
 

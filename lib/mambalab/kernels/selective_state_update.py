@@ -232,13 +232,12 @@ class LaunchConfig:
             raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {self.num_warps}")
 
 
-# Bytes of state one program moves in (and again out): big enough to amortise
-# the per-program loads of B, C, x and the index, small enough to keep the
-# float32 tile in registers at good occupancy.
-TILE_BYTES = 8192
-# State elements per thread on a full grid (float32 registers for the tile).
-ELEMS_PER_THREAD = 16
-MIN_WARPS, MAX_WARPS = 4, 8
+# Rows of the head dim per program, by state element size, and one warp per
+# program: measured best on an H200 (scripts/tune_launch.py; docs/benchmarks.md).
+# Small tiles on one warp put many programs on each SM, so many independent
+# load-compute-store chains overlap; that beats fewer, wider programs here.
+BLOCK_M_BY_ELEMENT_SIZE = {4: 8, 2: 4}
+NUM_WARPS = 1
 # Programs per SM below which a launch is too small to keep enough loads in
 # flight: then the tile is shrunk (small batches).
 MIN_PROGRAMS_PER_SM = 8
@@ -260,15 +259,11 @@ def choose_launch_config(
 
     * The tile covers the whole (padded) ``dstate`` row, so a warp reads
       contiguous, 16-byte-vectorised state rows (``stride(-1) == 1``).
-    * ``BLOCK_M`` = rows that make ``TILE_BYTES`` of state (8 KB: 16 rows of
-      fp32 or 32 rows of bf16 at dstate 128), at most the head dim.
-    * On a GPU, while the grid has fewer than ``MIN_PROGRAMS_PER_SM`` programs
-      per SM (small batches), halve ``BLOCK_M`` (down to 4) for parallelism.
-    * ``num_warps`` gives each thread ``ELEMS_PER_THREAD`` (16) state
-      elements, within [4, 8]: 4 warps for a 16 x 128 fp32 tile, 8 for
-      32 x 128 bf16, and 4 for the 4 x 128 tiles of a small batch (4 elements
-      a thread: more threads issuing loads when there are few programs; this
-      is upstream's H100 choice, BLOCK_SIZE_M 4 / 4 warps, for every batch).
+    * ``BLOCK_M`` = 8 rows for fp32 state, 4 for bf16/fp16, one warp: the
+      fastest of a sweep over 4..64 rows x 1..16 warps at the kernels.md
+      shapes on an H200 (85% of copy bandwidth fp32, 62% bf16 at batch 512).
+    * While the grid has fewer than ``MIN_PROGRAMS_PER_SM`` programs per SM
+      (small batches), halve ``BLOCK_M`` (down to 4) for parallelism.
 
     On the interpreter (no GPU) the whole head is one tile: fewer programs,
     faster Python. :func:`launch_config_override` pins a configuration
@@ -281,15 +276,12 @@ def choose_launch_config(
     dim_p2 = triton.next_power_of_2(dim)
     if INTERPRET or device is None or device.type != "cuda":
         return LaunchConfig(block_m=dim_p2, num_warps=4)
-    block_m = max(1, TILE_BYTES // (block_n * elem))
-    block_m = 1 << (block_m.bit_length() - 1)  # a power of two
-    block_m = min(block_m, dim_p2)
+    block_m = min(BLOCK_M_BY_ELEMENT_SIZE.get(elem, 4), dim_p2)
     min_programs = MIN_PROGRAMS_PER_SM * _sm_count(device.index if device.index is not None
                                                    else torch.cuda.current_device())
     while block_m > MIN_BLOCK_M and triton.cdiv(dim, block_m) * num_requests * nheads < min_programs:
         block_m //= 2
-    num_warps = (block_m * block_n) // (32 * ELEMS_PER_THREAD)
-    num_warps = max(MIN_WARPS, min(MAX_WARPS, triton.next_power_of_2(max(num_warps, 1))))
+    num_warps = NUM_WARPS
     return LaunchConfig(block_m=block_m, num_warps=num_warps)
 
 
