@@ -61,3 +61,89 @@ def test_bad_sizes(n):
     if isinstance(n, int) and n < 0:
         with pytest.raises(BlockPoolError, match="num_blocks"):
             BlockPool(4).allocate(n)
+
+
+# -- prefix-cache support ------------------------------------------------------
+
+
+def test_cached_block_survives_free_until_evicted_fifo():
+    pool = BlockPool(5)  # blocks 1..4
+    evicted, freed = [], []
+    pool.on_evict = evicted.append
+    pool.on_free = lambda b, cached: freed.append((b, cached))
+    a = pool.allocate(2, owner="a")  # [1, 2]
+    pool.cache_block(a[0], "h0")
+    pool.free(a, owner="a")
+    assert freed == [(1, True), (2, False)]
+    assert pool.free_block_ids() == [3, 4, 1, 2]
+    assert pool.lookup_cached_block("h0") == 1 and pool.is_cached(1)
+    assert pool.allocate(2) == [3, 4] and evicted == []
+    assert pool.lookup_cached_block("h0") == 1  # still hittable
+    assert pool.allocate(1) == [1]  # the queue hands it out again: evicted
+    assert evicted == [1] and pool.lookup_cached_block("h0") is None
+    assert not pool.is_cached(1) and pool.num_cached_blocks == 0
+
+
+def test_get_cached_block_takes_a_free_hit_out_of_the_queue():
+    pool = BlockPool(6)
+    ids = pool.allocate(3, owner="a")  # [1, 2, 3]
+    pool.cache_block(2, "h")
+    pool.free(ids, owner="a")
+    assert pool.free_block_ids() == [4, 5, 1, 2, 3]
+    assert pool.get_cached_block("h", owner="b") == 2
+    assert pool.free_block_ids() == [4, 5, 1, 3]  # order of the others kept
+    assert pool.ref_count(2) == 1 and pool.owner_of(2) == "b"
+    assert pool.get_cached_block("missing") is None
+
+
+def test_shared_hit_is_ref_counted():
+    pool = BlockPool(4)
+    freed = []
+    pool.on_free = lambda b, cached: freed.append((b, cached))
+    (b,) = pool.allocate(1, owner="a")
+    pool.cache_block(b, "h")
+    assert pool.get_cached_block("h", owner="c") == b
+    assert pool.ref_count(b) == 2 and pool.owners_of(b) == ["a", "c"]
+    pool.free([b], owner="a")
+    assert pool.is_allocated(b) and pool.owners_of(b) == ["c"] and freed == []
+    pool.free([b], owner="c")
+    assert not pool.is_allocated(b) and freed == [(b, True)]
+    assert pool.free_block_ids()[-1] == b and pool.lookup_cached_block("h") == b
+
+
+def test_cache_errors_and_null_block():
+    pool = BlockPool(4)
+    (b,) = pool.allocate(1)
+    with pytest.raises(BlockPoolError, match="never cached"):
+        pool.cache_block(NULL_BLOCK_ID, "h")
+    with pytest.raises(BlockPoolError, match="not allocated"):
+        pool.cache_block(3, "h")
+    pool.cache_block(b, "h")
+    pool.cache_block(b, "h")  # same hash again: no-op
+    with pytest.raises(BlockPoolError, match="another hash"):
+        pool.cache_block(b, "other")
+    with pytest.raises(BlockPoolError, match="not cached"):
+        pool.touch([3])
+    pool.touch([NULL_BLOCK_ID])  # skipped, as upstream
+    assert NULL_BLOCK_ID not in pool.free_block_ids() and not pool.is_cached(NULL_BLOCK_ID)
+
+
+def test_same_hash_on_two_blocks_first_wins_then_the_other():
+    pool = BlockPool(5)
+    x, y = pool.allocate(2)
+    pool.cache_block(x, "h")
+    pool.cache_block(y, "h")
+    assert pool.lookup_cached_block("h") == x
+    pool.free([x, y])
+    pool.allocate(2)  # blocks 3, 4
+    pool.allocate(1)  # x: evicted
+    assert pool.lookup_cached_block("h") == y
+
+
+def test_usage_counts_cached_free_blocks_as_free():
+    pool = BlockPool(5)
+    ids = pool.allocate(2)
+    assert pool.get_usage() == 0.5
+    pool.cache_block(ids[0], "h")
+    pool.free(ids)
+    assert pool.get_usage() == 0.0
