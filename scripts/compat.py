@@ -5,7 +5,8 @@ releases; the GPU machines run Triton 3.6 while a fresh CPU install gets the
 newest. ``make compat`` (called by ``.ci/run`` after ``make test``) runs this:
 it keeps ``.venv-triton36`` beside ``.venv`` with torch (``$MAMBALAB_TORCH``,
 default ``torch==2.13.0``, the CPU wheel on this workplace's machines),
-``triton==3.6.0``, numpy (< 2.4, which that interpreter predates), pytest,
+``triton==3.6.0``, the newest numpy (kernels avoid ``range()`` over a runtime
+bound, which that interpreter cannot take under NumPy >= 2.4), pytest,
 hypothesis and mambalab itself (editable, no dependencies), then runs ``tests/test_sanitizer.py`` and every
 ``tests/test_kernel_*.py`` on the CPU interpreter. Extra arguments go to
 pytest. The exit status is pytest's. A venv whose recorded requirements match
@@ -28,9 +29,9 @@ TRITON = "triton==3.6.0"
 
 def requirements() -> list[str]:
     torch = os.environ.get("MAMBALAB_TORCH", "torch==2.13.0")
-    # Triton 3.6's interpreter calls int() on 1-element arrays (a tensor used as a
-    # Python index), which numpy 2.4 rejects; later Triton releases squeeze first.
-    return [torch, TRITON, "numpy<2.4", "pytest", "hypothesis"]
+    # The newest numpy on purpose: Triton 3.6's interpreter calls int() on 1-element
+    # arrays, which numpy >= 2.4 rejects; the kernels must not depend on that.
+    return [torch, TRITON, "numpy", "pytest", "hypothesis"]
 
 
 def fingerprint(reqs: list[str]) -> str:

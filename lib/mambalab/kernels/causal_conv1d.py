@@ -106,8 +106,8 @@ window from registers, stores the outputs and only then, after a barrier
 (the update is in place), stores the shifted tile back into the slot. A
 padded row costs one small store of zeros. ``BLOCK_N`` and ``num_warps`` come
 from a rule (:func:`launch_config`), never from autotuning, which would re-run
-the kernel on live state: 16 bytes per lane per column, at most 4 warps,
-halved while the grid has fewer than 4 programs per SM.
+the kernel on live state: one warp, 256 bytes of each state column per
+program (measured fastest on an H200; see docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -231,8 +231,10 @@ def _causal_conv1d_update_kernel(
         if live == 0:
             # Padding: a defined (zero) output, no state traffic at all.
             zeros = tl.zeros((BLOCK_N,), dtype=tl.float32)
-            for t in range(0, seqlen):
+            t = tl.zeros([], dtype=tl.int32)
+            while t < seqlen:  # not range(): Triton 3.6's interpreter under NumPy 2.4
                 tl.store(out_row + t * stride_out_tok, zeros.to(out_ptr.dtype.element_ty), mask=chan_ok)
+                t += 1
             return
     else:
         slot = row  # a dense batch: row b owns slot b, there is no padding to skip
@@ -277,7 +279,8 @@ def _causal_conv1d_update_kernel(
     else:
         acc0 = tl.zeros((BLOCK_N,), dtype=tl.float32)
     w_row = w_ptr + chans * stride_w_dim
-    for t in range(0, seqlen):
+    t = tl.zeros([], dtype=tl.int32)
+    while t < seqlen:  # not range(): Triton 3.6's interpreter under NumPy 2.4
         acc = acc0
         for j in tl.static_range(WIDTH):
             # the same taps serve every row: ask the cache to keep them
@@ -286,6 +289,7 @@ def _causal_conv1d_update_kernel(
         if SILU:
             acc = acc / (1.0 + tl.exp(-acc))
         tl.store(out_row + t * stride_out_tok, acc.to(out_ptr.dtype.element_ty), mask=chan_ok)
+        t += 1
 
     # -- new state: u[shift : shift + new_len] -> columns [0, new_len) -----
     # In place: every thread's loads of this slot must be done before any

@@ -25,12 +25,11 @@ Launch design
   Programs of one (sequence, head) are adjacent on axis 0, so consecutive
   CTAs stream one contiguous ``V x K`` block.
 * Block sizes by rule, never autotuned (autotuning would re-run an in-place
-  kernel on live state): ``BV`` so that a program moves about 8 KiB of state
-  (16 rows of 128 fp32, 32 rows of bf16), and ``BV`` halved while the grid would be too
+  kernel on live state): ``BV`` so that a program moves about 4 KiB of state
+  (8 rows of 128 fp32, 16 rows of bf16), and ``BV`` halved while the grid would be too
   small to occupy the GPU (small batches are latency-bound: more, smaller
-  programs). ``num_warps`` so that a thread holds at most 32 fp32
-  accumulators (2 warps for 16 x 128, 4 for bf16's 32 x 128).
-  See :func:`launch_config`.
+  programs); one warp per program (measured fastest on an H200, see
+  docs/benchmarks.md). See :func:`launch_config`.
 * A sequence whose load index is not live (the guard) costs one index load
   and a few output stores: programs return before touching the state.
 * All strides are honoured: q/k/v/g/beta may be views into a packed
@@ -151,12 +150,14 @@ def _gdn_decode_kernel(
         zero_v = tl.zeros([BV], dtype=tl.float32).to(o.dtype.element_ty)
         zero_h = tl.zeros([BV, BK], dtype=tl.float32).to(ht.dtype.element_ty)
         p_z = ht + flat0 * s_ht_n + tile_ht
-        for _ in range(0, seq_len):
+        t_skip = tl.zeros([], dtype=tl.int32)
+        while t_skip < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2.4
             tl.store(p_o, zero_v, mask=mask_v)
             if not INPLACE:
                 tl.store(p_z, zero_h, mask=mask_h)
             p_o += HV * V
             p_z += s_ht_n
+            t_skip += 1
         return
 
     # -- initial state: a BV x BK tile, fp32 in registers ------------------------
@@ -178,7 +179,8 @@ def _gdn_decode_kernel(
     p_fresh = ht + flat0 * s_ht_n + tile_ht  # only with INPLACE == False
     p_col = state_indices + i_n * s_idx_n  # only with INDEXED == 2
 
-    for t in range(0, seq_len):
+    t = tl.zeros([], dtype=tl.int32)
+    while t < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2.4
         b_q = tl.load(p_q, mask=mask_k, other=0.0).to(tl.float32)
         b_k = tl.load(p_k, mask=mask_k, other=0.0).to(tl.float32)
         b_v = tl.load(p_v, mask=mask_v, other=0.0).to(tl.float32)
@@ -228,6 +230,7 @@ def _gdn_decode_kernel(
         p_g += s_g_t
         p_beta += s_beta_t
         p_o += HV * V
+        t += 1
 
     if INPLACE:
         if INDEXED != 2:
