@@ -104,6 +104,7 @@ class KVCacheManager:
         bugs: BugConfig | None = None,
         *,
         free_skipped_blocks: bool = False,
+        enable_caching: bool | None = None,
     ) -> None:
         if not isinstance(kv_cache_spec, MambaSpec):
             raise TypeError(f"kv_cache_spec must be a MambaSpec, got {type(kv_cache_spec).__name__}")
@@ -127,7 +128,10 @@ class KVCacheManager:
         self.max_model_len = max_model_len
         self.num_speculative_tokens = num_speculative_tokens
         self.bugs = bugs if bugs is not None else BugConfig()
-        self.enable_caching = self.mamba_cache_mode == "all"
+        # Prefix caching: "all" mode by default; the engine turns it off where its
+        # blocks would not hold block-boundary states (speculative decoding).
+        self.enable_caching = (self.mamba_cache_mode == "all") if enable_caching is None else (
+            bool(enable_caching) and self.mamba_cache_mode == "all")
         self.free_skipped_blocks = bool(free_skipped_blocks) and self.enable_caching
 
         self.block_pool = BlockPool(num_blocks)

@@ -1,0 +1,246 @@
+"""The engine: data-parallel ranks, each a scheduler + KV-cache manager + model runner.
+
+Mirrors the step loop of vLLM's engine core (``vllm/v1/engine/core.py``) and
+its data-parallel coordination (``vllm/v1/engine/core.py`` ``DPEngineCoreProc``,
+``vllm/v1/worker/dp_utils.py``): every step each rank schedules; the ranks
+agree on the largest token count; a rank with work pads to it, a rank with
+none runs the dummy batch so that collectives stay in step.
+
+Ranks run in-process, one after another, each with its own state pools and
+block pool (each DP rank owns a GPU). Freed state blocks are poisoned with
+NaN, as upstream users effectively saw: a stale read surfaces as NaN or
+garbage tokens, not as silent plausibility.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from .bugs import BugConfig
+from .drafter import OracleDrafter
+from .kv_cache_manager import KVCacheManager
+from .model import TinyHybridConfig, TinyHybridModel
+from .model_runner import ModelRunner, RunnerConfig, StepRecord
+from .request import Request
+from .sanitizer import IllegalMemoryAccess
+from .scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
+    data_parallel_size: int = 1
+    model_seed: int = 0
+    acceptance: float | tuple[int, ...] = 0.5  # draft acceptance: a rate, or a per-step schedule
+    drafter_seed: int = 0
+
+
+# -- workload events -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Add:
+    req_id: str
+    prompt: tuple[int, ...]
+    max_tokens: int
+    rank: int = 0
+
+
+@dataclass(frozen=True)
+class Abort:
+    req_id: str
+
+
+@dataclass(frozen=True)
+class Preempt:
+    req_id: str
+
+
+Event = Add | Abort | Preempt
+
+
+@dataclass
+class Rank:
+    index: int
+    scheduler: Scheduler
+    manager: KVCacheManager
+    runner: ModelRunner
+    pending_poison: list[int] = field(default_factory=list)
+
+
+@dataclass
+class RequestResult:
+    req_id: str
+    rank: int
+    prompt: list[int]
+    max_tokens: int
+    output: list[int] = field(default_factory=list)
+    token_steps: list[int] = field(default_factory=list)  # the step each output token came from
+    status: str = "running"
+    final_state: dict[str, torch.Tensor] | None = None
+
+
+class EngineCrash(RuntimeError):
+    """The engine stopped: an illegal access or another error inside a step."""
+
+    def __init__(self, step: int, rank: int, error: BaseException):
+        self.step, self.rank, self.error = step, rank, error
+        super().__init__(f"step {step}, rank {rank}: {type(error).__name__}: {error}")
+
+
+class Engine:
+    def __init__(self, cfg: EngineConfig | None = None, bugs: BugConfig | None = None,
+                 model: TinyHybridModel | None = None) -> None:
+        self.cfg = cfg or EngineConfig()
+        self.bugs = bugs if bugs is not None else BugConfig()
+        rc = self.cfg.runner
+        if self.cfg.data_parallel_size < 1:
+            raise ValueError(f"data_parallel_size must be >= 1, got {self.cfg.data_parallel_size}")
+        self.model = model or TinyHybridModel(
+            TinyHybridConfig(num_speculative_tokens=rc.num_speculative_tokens, seed=self.cfg.model_seed))
+        self.drafter = (OracleDrafter(self.model, rc.num_speculative_tokens, self.cfg.acceptance,
+                                      self.cfg.drafter_seed) if rc.num_speculative_tokens else None)
+        self.ranks: list[Rank] = []
+        for i in range(self.cfg.data_parallel_size):
+            mgr = KVCacheManager(rc.kv_cache_spec(), rc.num_blocks, rc.max_model_len,
+                                 rc.num_speculative_tokens, self.bugs,
+                                 enable_caching=rc.num_speculative_tokens == 0)
+            sched = Scheduler(mgr, rc.max_num_seqs, rc.max_num_batched_tokens, rc.max_model_len,
+                              rc.num_speculative_tokens)
+            runner = ModelRunner(self.model, rc, self.bugs, rank=i)
+            rank = Rank(i, sched, mgr, runner)
+            mgr.on_free = (lambda block, cached, rank=rank: None if cached else rank.pending_poison.append(block))
+            mgr.on_evict = (lambda block, rank=rank: rank.runner.state.poison_slot(block))
+            self.ranks.append(rank)
+        self.step = 0
+        self.records: list[StepRecord] = []
+        self.results: dict[str, RequestResult] = {}
+        self.events: dict[int, list[Event]] = {}
+
+    # -- workload ---------------------------------------------------------------
+    def add_request(self, req_id: str, prompt: Sequence[int], max_tokens: int, rank: int = 0) -> None:
+        if not 0 <= rank < len(self.ranks):
+            raise ValueError(f"rank {rank} out of range [0, {len(self.ranks)})")
+        if req_id in self.results:
+            raise ValueError(f"request {req_id!r} was already added")
+        self.ranks[rank].scheduler.add_request(Request(req_id, list(prompt), max_tokens))
+        self.results[req_id] = RequestResult(req_id, rank, list(prompt), max_tokens)
+
+    def abort_request(self, req_id: str) -> None:
+        res = self.results[req_id]
+        if self.ranks[res.rank].scheduler.abort_request(req_id):
+            res.status = "aborted"
+
+    def preempt_request(self, req_id: str) -> None:
+        res = self.results[req_id]
+        self.ranks[res.rank].scheduler.preempt_request(req_id)
+
+    def schedule_events(self, events: dict[int, Sequence[Event]]) -> None:
+        """Events to apply at the start of given steps (1-based)."""
+        for step, evs in events.items():
+            self.events.setdefault(step, []).extend(evs)
+
+    def _apply(self, ev: Event) -> None:
+        if isinstance(ev, Add):
+            self.add_request(ev.req_id, ev.prompt, ev.max_tokens, ev.rank)
+        elif isinstance(ev, Abort):
+            self.abort_request(ev.req_id)
+        elif isinstance(ev, Preempt):
+            self.preempt_request(ev.req_id)
+
+    # -- the step ---------------------------------------------------------------------
+    def has_work(self) -> bool:
+        return any(r.scheduler.has_unfinished_requests() for r in self.ranks) or any(
+            s > self.step for s in self.events)
+
+    def step_once(self) -> list[StepRecord]:
+        self.step += 1
+        for ev in self.events.pop(self.step, []):
+            self._apply(ev)
+        outputs = [r.scheduler.schedule() for r in self.ranks]
+        tokens = [o.total_num_scheduled_tokens for o in outputs]
+        records: list[StepRecord] = []
+        if not any(tokens):
+            return records
+        dp_tokens = max(tokens) if len(self.ranks) > 1 else None
+        for rank, so, n in zip(self.ranks, outputs, tokens):
+            try:
+                if n:
+                    blocks_before = {rid: list(rank.manager.get_block_ids(rid)[0])
+                                     for rid in so.num_scheduled_tokens}
+                    sampled, rec = rank.runner.execute_model(so, dp_tokens)
+                    rec.step = self.step
+                    drafts = self._propose(rank, sampled)
+                    finished = rank.scheduler.update_from_output(so, sampled, drafts)
+                    self._collect(rank, sampled, finished, blocks_before)
+                elif dp_tokens:
+                    # An idle rank pads to the others' size; the runner pads it to a graph size.
+                    size = self._dummy_size(rank, dp_tokens)
+                    rec = rank.runner.dummy_run(size)
+                    rec.step = self.step
+                else:
+                    continue
+            except Exception as e:  # noqa: BLE001 - reported as the engine's verdict
+                raise EngineCrash(self.step, rank.index, e) from e
+            finally:
+                for b in rank.pending_poison:
+                    rank.runner.state.poison_slot(b)
+                rank.pending_poison.clear()
+            records.append(rec)
+        self.records.extend(records)
+        return records
+
+    def _dummy_size(self, rank: Rank, dp_tokens: int) -> int:
+        """The dummy batch: the others' size padded to a graph size, at most one uniform batch."""
+        rc = self.cfg.runner
+        uq = rc.uniform_decode_query_len
+        cap = rc.max_num_seqs * uq
+        for s in rank.runner.capture_sizes:
+            if s >= dp_tokens:
+                return min(s, cap)
+        return max(uq, min(dp_tokens, cap) // uq * uq)
+
+    def _propose(self, rank: Rank, sampled: dict[str, list[int]]) -> dict[str, list[int]] | None:
+        if self.drafter is None:
+            return None
+        rc = self.cfg.runner
+        drafts = {}
+        for rid, toks in sampled.items():
+            req = rank.scheduler.requests[rid]
+            all_tokens = req.all_token_ids + toks
+            room = min(req.max_tokens - req.num_output_tokens - len(toks) - 1,
+                       rc.max_model_len - 2 - len(all_tokens))
+            drafts[rid] = self.drafter.propose(rid, all_tokens, self.step, max(0, room))
+        return drafts
+
+    def _collect(self, rank: Rank, sampled, finished, blocks_before) -> None:
+        for rid, toks in sampled.items():
+            res = self.results[rid]
+            for t in toks:
+                if len(res.output) < res.max_tokens:
+                    res.output.append(int(t))
+                    res.token_steps.append(self.step)
+        for req in finished:
+            res = self.results[req.request_id]
+            res.status = "finished"
+            res.final_state = self._final_state(rank, req, blocks_before.get(req.request_id, []))
+
+    def _final_state(self, rank: Rank, req: Request, blocks: list[int]) -> dict[str, torch.Tensor] | None:
+        """The request's running state at its end ("none" mode without speculation)."""
+        rc = self.cfg.runner
+        if rc.mamba_cache_mode != "none" or rc.num_speculative_tokens or not blocks:
+            return None
+        return rank.runner.state.read_slot(blocks[0])
+
+    def run(self, max_steps: int = 500) -> None:
+        """Step until every request is done (or ``max_steps``)."""
+        while self.has_work():
+            if self.step >= max_steps:
+                raise RuntimeError(f"the workload did not finish within {max_steps} steps")
+            self.step_once()
+
+
+__all__ = ["Engine", "EngineConfig", "EngineCrash", "Add", "Abort", "Preempt", "RequestResult",
+           "IllegalMemoryAccess"]
