@@ -1,8 +1,14 @@
-"""Command line: ``python -m mambalab bugs | bench | ...``."""
+"""Command line: ``python -m mambalab bugs | replay | run | bench``.
+
+Exit codes (replay, run): 0 everything matches the reference, 1 a divergence,
+an illegal memory access or a crash, 2 bad usage.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 
 
@@ -16,8 +22,66 @@ def _cmd_bugs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from .scenarios import replay, valid_bug_ids
+
+    if args.bug not in valid_bug_ids():
+        print(f"unknown bug {args.bug!r}; valid ids: {', '.join(valid_bug_ids())}", file=sys.stderr)
+        return 2
+    result = replay(args.bug, fixed=args.fixed, seed=args.seed)
+    print(json.dumps(result.to_dict(), indent=1, default=str) if args.json else result.report())
+    return result.exit_code
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .bugs import BugConfig
+    from .scenarios import run_workload, signatures
+    from .workload import random_workload
+
+    try:
+        bugs = BugConfig.with_bugs(args.bugs) if args.bugs else BugConfig()
+        workload = random_workload(args.seed, num_requests=args.requests, data_parallel_size=args.dp,
+                                   num_speculative_tokens=args.spec, mamba_cache_mode=args.cache_mode)
+    except ValueError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    verdict, records = run_workload(workload, bugs)
+    if args.json:
+        print(json.dumps(dict(bugs=str(bugs), workload=workload.describe(), verdict=verdict.to_dict(),
+                              signatures=signatures(records, verdict)), indent=1, default=str))
+    else:
+        print(f"{bugs}, seed {args.seed}: {verdict.summary()}")
+        for line in signatures(records, verdict):
+            print(f"  mechanism: {line}")
+    return 0 if verdict.ok else 1
+
+
+def _maybe_switch_device(argv: list[str]) -> None:
+    """``--device``: the device module decides once, at import; re-exec when it must differ."""
+    wanted = None
+    for i, a in enumerate(argv):
+        if a == "--device" and i + 1 < len(argv):
+            wanted = argv[i + 1]
+        elif a.startswith("--device="):
+            wanted = a.split("=", 1)[1]
+    if wanted not in ("cpu", "cuda"):
+        return  # absent, or bad: argparse reports it
+    from .device import DEVICE_TYPE
+
+    if wanted == "cuda" and DEVICE_TYPE != "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            print("--device cuda: torch sees no CUDA device on this machine", file=sys.stderr)
+            raise SystemExit(2)
+    if wanted != DEVICE_TYPE and os.environ.get("MAMBALAB_DEVICE") != wanted:
+        os.environ["MAMBALAB_DEVICE"] = wanted
+        os.execv(sys.executable, [sys.executable, "-m", "mambalab", *argv])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _maybe_switch_device(argv)
     if argv[:1] == ["bench"]:  # bench parses its own options
         from . import bench
 
@@ -26,8 +90,26 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("bugs", help="list the bug catalogue: id, PR, title")
     sub.add_parser("bench", help="GPU bandwidth benchmark of the decode kernels (bench --help)")
-    args = parser.parse_args(argv)
-    return {"bugs": _cmd_bugs}[args.command](args)
+    p = sub.add_parser("replay", help="run a bug's scenario (pre-fix, or --fixed) against the reference")
+    p.add_argument("bug", help="a catalogue id (python -m mambalab bugs), or a part such as spec-slots/gather")
+    p.add_argument("--fixed", action="store_true", help="run with the fix instead of the pre-fix behaviour")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", choices=["cpu", "cuda"], help="where kernels run (sets MAMBALAB_DEVICE)")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("run", help="a random workload compared with the reference")
+    p.add_argument("--requests", type=int, default=6)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dp", type=int, default=1)
+    p.add_argument("--spec", type=int, default=0, choices=[0, 1, 2, 3])
+    p.add_argument("--cache-mode", default="none", choices=["none", "all"])
+    p.add_argument("--bugs", default="", help="comma-separated bug ids to run with their pre-fix behaviour")
+    p.add_argument("--device", choices=["cpu", "cuda"])
+    p.add_argument("--json", action="store_true")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: usage errors exit 2
+        return int(e.code or 0)
+    return {"bugs": _cmd_bugs, "replay": _cmd_replay, "run": _cmd_run}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -133,9 +133,15 @@ class Engine:
         if self.ranks[res.rank].scheduler.abort_request(req_id):
             res.status = "aborted"
 
-    def preempt_request(self, req_id: str) -> None:
+    def preempt_request(self, req_id: str) -> bool:
+        """Force a preemption if the request is running now (a no-op otherwise)."""
         res = self.results[req_id]
-        self.ranks[res.rank].scheduler.preempt_request(req_id)
+        sched = self.ranks[res.rank].scheduler
+        req = sched.requests.get(req_id)
+        if req is None or req not in sched.running:
+            return False
+        sched.preempt_request(req_id)
+        return True
 
     def schedule_events(self, events: dict[int, Sequence[Event]]) -> None:
         """Events to apply at the start of given steps (1-based)."""
@@ -167,21 +173,19 @@ class Engine:
         dp_tokens = max(tokens) if len(self.ranks) > 1 else None
         for rank, so, n in zip(self.ranks, outputs, tokens):
             try:
+                blocks_before = {rid: list(rank.manager.get_block_ids(rid)[0])
+                                 for rid in so.num_scheduled_tokens}
+                sampled, rec = rank.runner.execute_model(so, dp_tokens)
                 if n:
-                    blocks_before = {rid: list(rank.manager.get_block_ids(rid)[0])
-                                     for rid in so.num_scheduled_tokens}
-                    sampled, rec = rank.runner.execute_model(so, dp_tokens)
-                    rec.step = self.step
                     drafts = self._propose(rank, sampled)
                     finished = rank.scheduler.update_from_output(so, sampled, drafts)
                     self._collect(rank, sampled, finished, blocks_before)
                 elif dp_tokens:
                     # An idle rank pads to the others' size; the runner pads it to a graph size.
-                    size = self._dummy_size(rank, dp_tokens)
-                    rec = rank.runner.dummy_run(size)
-                    rec.step = self.step
+                    rec = rank.runner.dummy_run(self._dummy_size(rank, dp_tokens))
                 else:
                     continue
+                rec.step = self.step
             except Exception as e:  # noqa: BLE001 - reported as the engine's verdict
                 raise EngineCrash(self.step, rank.index, e) from e
             finally:
@@ -228,11 +232,16 @@ class Engine:
             res.final_state = self._final_state(rank, req, blocks_before.get(req.request_id, []))
 
     def _final_state(self, rank: Rank, req: Request, blocks: list[int]) -> dict[str, torch.Tensor] | None:
-        """The request's running state at its end ("none" mode without speculation)."""
+        """The request's running state at its end (kept without speculative decoding).
+
+        "none": the request's one block. "all": the block of its last computed
+        token, ``(num_computed_tokens - 1) // block_size``.
+        """
         rc = self.cfg.runner
-        if rc.mamba_cache_mode != "none" or rc.num_speculative_tokens or not blocks:
+        if rc.num_speculative_tokens or not blocks:
             return None
-        return rank.runner.state.read_slot(blocks[0])
+        col = 0 if rc.mamba_cache_mode == "none" else (req.num_computed_tokens - 1) // rc.block_size
+        return rank.runner.state.read_slot(blocks[col]) if col < len(blocks) else None
 
     def run(self, max_steps: int = 500) -> None:
         """Step until every request is done (or ``max_steps``)."""

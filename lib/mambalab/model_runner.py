@@ -80,9 +80,11 @@ class StepRecord:
     refreshed: bool
     padded_rows_prefilling: list[int] = field(default_factory=list)
     state_slots: list[list[int]] = field(default_factory=list)  # what the kernels read, per padded row
+    intended_slots: list[list[int]] = field(default_factory=list)  # this step's decode rows' own slots
     block_table_rows: list[list[int]] = field(default_factory=list)  # device rows [:num_reqs_padded]
     sampled: dict[str, list[int]] = field(default_factory=dict)
     num_accepted: dict[str, int] = field(default_factory=dict)
+    null_block_dirty: bool = False  # block 0 no longer all zeros after this step
 
 
 class ModelRunner:
@@ -105,8 +107,11 @@ class ModelRunner:
         self.buffers = RunnerBuffers(cfg.max_num_seqs, cfg.max_num_batched_tokens, self.device)
         uq = cfg.uniform_decode_query_len
         sizes = default_capture_sizes(cfg.max_num_seqs, uq)
-        self.capture_sizes = [s for s in sizes if s % uq == 0 and s // uq <= cfg.max_num_seqs
-                              and s <= cfg.max_num_batched_tokens] if cfg.cudagraph else []
+        # FULL decode graphs serve uniform batches: b requests of 1 + num_spec tokens each,
+        # b from vLLM's capture sizes (sizes are multiples of the uniform query length).
+        self.capture_sizes = sorted({uq * b for b in default_capture_sizes(cfg.max_num_seqs)
+                                     if b <= cfg.max_num_seqs and uq * b <= cfg.max_num_batched_tokens}
+                                    ) if cfg.cudagraph else []
         self.builder = MambaAttentionMetadataBuilder(
             spec, cfg.max_model_len, cfg.max_num_seqs, max(sizes), cfg.num_speculative_tokens,
             full_cudagraph=cfg.cudagraph, device=self.device, bugs=self.bugs)
@@ -206,10 +211,16 @@ class ModelRunner:
                 self.state.zero_slot(b)
 
     def execute_model(self, so: SchedulerOutput, num_tokens_across_dp: int | None = None
-                      ) -> tuple[dict[str, list[int]], StepRecord]:
-        """Run one scheduled step; returns the sampled tokens per request and the step's record."""
+                      ) -> tuple[dict[str, list[int]], StepRecord | None]:
+        """Run one scheduled step; returns the sampled tokens per request and the step's record.
+
+        An empty schedule still updates the persistent batch (finished requests
+        leave it), as upstream's worker does, and returns no record.
+        """
         self.step_index += 1
         self._update_states(so)
+        if not so.total_num_scheduled_tokens:
+            return {}, None  # nothing to run (finished requests were removed above)
         ib = self.input_batch
         sched = np.array([so.num_scheduled_tokens[r] for r in ib.req_ids], dtype=np.int32)
         reorder_batch_to_split_decodes_and_prefills(
@@ -240,6 +251,7 @@ class ModelRunner:
             num_decode_rows = md.num_decodes
         sampled = self._sample(p, decode_logits, num_decode_rows, prefill_logits, so)
         self._post_process(p, sampled, so)
+        record.null_block_dirty = not self.state.slot_is_zero(NULL_BLOCK_ID)
         record.sampled = {k: list(v) for k, v in sampled.items()}
         record.num_accepted = {rid: int(ib.num_accepted_tokens_cpu[ib.req_id_to_index[rid]])
                                for rid in sampled}
@@ -259,6 +271,7 @@ class ModelRunner:
             self.graphs[size].replay()
         else:
             self._decode_body(md, num_tokens)()
+        record.null_block_dirty = not self.state.slot_is_zero(NULL_BLOCK_ID)
         return record
 
     def _dummy_metadata(self, num_tokens: int) -> MambaAttentionMetadata:
@@ -369,15 +382,17 @@ class ModelRunner:
         padded_pref = []
         if cm.is_prefilling is not None:
             padded_pref = [int(i) for i in torch.nonzero(cm.is_prefilling[n_real:]).flatten() + n_real]
+        # A FULL graph reads the persistent buffer, refreshed or not; eager runs read md's tensors.
         d = (self.builder.state_indices_tensor_d[: desc.num_reqs_padded]
-             if md.cudagraph_buffers_refreshed else md.state_indices_tensor_d)
-        slots = (d[:, None] if d.dim() == 1 else d).cpu().tolist()
+             if desc.cudagraph_mode is CUDAGraphMode.FULL else md.state_indices_tensor_d)
+        rows = lambda t: (t[:, None] if t.dim() == 1 else t).cpu().tolist()  # noqa: E731
         return StepRecord(
             step=self.step_index, rank=self.rank, kind=kind, mode=desc.cudagraph_mode.name,
             num_reqs=desc.num_reqs, num_reqs_padded=desc.num_reqs_padded, num_tokens=desc.num_tokens,
             num_tokens_padded=desc.num_tokens_padded, req_ids=list(req_ids), num_decodes=md.num_decodes,
             num_prefills=md.num_prefills, refreshed=md.cudagraph_buffers_refreshed,
-            padded_rows_prefilling=padded_pref, state_slots=slots,
+            padded_rows_prefilling=padded_pref, state_slots=rows(d),
+            intended_slots=rows(md.state_indices_tensor_d),
             block_table_rows=cm.block_table_tensor.cpu().tolist())
 
 

@@ -1,0 +1,74 @@
+"""Every catalogue bug: its scenario diverges with the bug and matches with the fix, on several
+seeds, and the verdict names the mechanism's signature."""
+
+import pytest
+
+from mambalab.scenarios import replay, valid_bug_ids
+
+SEEDS = [0, 1, 2]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_pad_minus_one(seed):
+    r = replay("pad-minus-one", seed=seed)
+    assert r.exit_code == 1 and r.verdict.illegal is not None
+    assert r.verdict.illegal["slot"] == -1 and r.verdict.illegal["row"] == 3  # the padded row
+    assert "reached address arithmetic" in " ".join(r.signatures)
+    assert replay("pad-minus-one", fixed=True, seed=seed).exit_code == 0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_stale_rows(seed):
+    r = replay("stale-rows", seed=seed)
+    assert r.exit_code == 1
+    assert r.verdict.first.req_id == "D"  # the request that inherited the corrupted cached block
+    assert any("dummy batch rows point at blocks" in s for s in r.signatures)
+    fixed = replay("stale-rows", fixed=True, seed=seed)
+    assert fixed.exit_code == 0, fixed.report()
+    assert not any("dummy batch rows point" in s for s in fixed.signatures)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_guard_lt_zero(seed):
+    r = replay("guard-lt-zero", seed=seed)
+    assert r.exit_code == 1
+    assert any("null block (0) is no longer zero" in s for s in r.signatures)
+    fixed = replay("guard-lt-zero", fixed=True, seed=seed)
+    assert fixed.exit_code == 0 and not fixed.signatures
+
+
+@pytest.mark.parametrize("part", ["spec-slots/width", "spec-slots/padding"])
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_spec_slots_capture_crash(part, seed):
+    r = replay(part, seed=seed)
+    assert r.exit_code == 1 and "capture" in r.verdict.crash
+    assert replay(part, fixed=True, seed=seed).exit_code == 0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_spec_slots_gather_wrong_start_state(seed):
+    r = replay("spec-slots/gather", seed=seed)
+    assert r.exit_code == 1 and r.verdict.divergences and r.verdict.crash is None
+    assert replay("spec-slots/gather", fixed=True, seed=seed).exit_code == 0
+
+
+def test_spec_slots_whole_bug_crashes_at_capture():
+    r = replay("spec-slots")
+    assert r.exit_code == 1 and "missing speculative columns" in r.verdict.crash
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_stale_is_prefilling(seed):
+    r = replay("stale-is-prefilling", seed=seed)
+    assert r.exit_code == 1 and r.verdict.first.req_id == "C"
+    sig = " ".join(r.signatures)
+    assert "classified as prefill (stale is_prefilling)" in sig and "not refreshed" in sig
+    # the first such step is the step of the first divergence
+    assert f"step {r.verdict.first.step}," in r.signatures[0]
+    fixed = replay("stale-is-prefilling", fixed=True, seed=seed)
+    assert fixed.exit_code == 0 and not fixed.signatures
+
+
+def test_every_catalogue_bug_has_a_scenario():
+    for bug in valid_bug_ids():
+        assert replay.__module__ and bug.split("/")[0] in __import__("mambalab.scenarios").scenarios.SCENARIOS
