@@ -1,0 +1,55 @@
+"""Pictures of hybrid-model state, so that a learner sees a bug before reading about it.
+
+One module per drawing; each ``draw_*`` returns a ``matplotlib.figure.Figure``
+(built without pyplot: shown once in a notebook, never left open) and takes
+``ax=`` or ``fig=`` to redraw in place for a widget. Each has a headless
+``describe_*`` that returns the findings as sentences, most severe first: the
+drawing's title is the first of them.
+
+* :func:`draw_block_table`: CPU mirror | device copy of a block table; ``-1``,
+  stale rows, padded rows, uncommitted rows (#35431, #37728).
+* :func:`draw_state_pool`: one cell per slot with its readers and writers;
+  the null block written by padded rows (#39064), NaN-poisoned slots read.
+* :func:`draw_metadata`: per-row lengths, ``is_prefilling``, the Mamba split,
+  the decode state slots and the CUDA-graph buffer refresh (#41873, #41233).
+* :func:`draw_access_map`: rows × slots loaded and stored by a sanitized
+  kernel launch; illegal slots in a column outside the pool.
+* :func:`draw_timeline`: engine tokens against the reference, first
+  divergence per request, and the batch of each step.
+
+Colours are Okabe–Ito (colour-blind safe) and every problem also has a hatch
+or a frame, so nothing depends on colour alone.
+"""
+
+from ._common import PALETTE, Finding, VizFigure, figure_to_array, figure_to_png
+from .access_map import analyse_access_map, describe_access_map, draw_access_map
+from .block_table import BlockTableView, analyse_block_table, describe_block_table, draw_block_table
+from .metadata import analyse_metadata, describe_metadata, draw_metadata
+from .state_pool import analyse_state_pool, describe_state_pool, draw_state_pool, slot_summary
+from .timeline import analyse_timeline, describe_timeline, draw_timeline, first_divergence
+
+__all__ = [
+    "PALETTE",
+    "Finding",
+    "VizFigure",
+    "BlockTableView",
+    "figure_to_png",
+    "figure_to_array",
+    "draw_block_table",
+    "describe_block_table",
+    "analyse_block_table",
+    "draw_state_pool",
+    "describe_state_pool",
+    "analyse_state_pool",
+    "slot_summary",
+    "draw_metadata",
+    "describe_metadata",
+    "analyse_metadata",
+    "draw_access_map",
+    "describe_access_map",
+    "analyse_access_map",
+    "draw_timeline",
+    "describe_timeline",
+    "analyse_timeline",
+    "first_divergence",
+]

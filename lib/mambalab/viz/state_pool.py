@@ -1,0 +1,295 @@
+"""The state pool as a strip of slots: who read and wrote each one this step, and what is wrong.
+
+One cell per slot, coloured by the size of its state (L2 norm), with the rows
+that loaded it above (▼) and the rows that stored it below (▲). The null
+block must stay zero and untouched: when padded rows write it (#39064, guards
+that skip only ``< 0``) it turns non-zero and the title says which rows did.
+NaN-poisoned slots (freed blocks) are hatched, so a stale read is visible.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.colors import to_hex
+
+from ..constants import NULL_BLOCK_ID
+from ._common import (
+    ERROR,
+    FIG_WIDTH,
+    INFO,
+    PALETTE,
+    WARNING,
+    Finding,
+    cell,
+    legend,
+    legend_patch,
+    message,
+    never_raises,
+    new_axes,
+    outline,
+    ranges,
+    rows_phrase,
+    set_title,
+    sort_findings,
+    title_from,
+    to_numpy,
+)
+
+PER_LINE = 16  # slots per line when the pool does not fit one line
+MAX_SLOTS = 64  # slots drawn (a note says how many more)
+_CMAP = colormaps["cividis"]
+
+
+def _pools(x: Any) -> list[np.ndarray]:
+    """The pool(s) behind ``x``: a tensor/array, a mapping of them, or a ModelState (``.pools``)."""
+    if x is None:
+        return []
+    if hasattr(x, "pools") and isinstance(x.pools, Mapping):
+        x = x.pools
+    if isinstance(x, Mapping):
+        return [np.asarray(to_numpy(v), dtype=np.float64) for v in x.values()]
+    return [np.asarray(to_numpy(x), dtype=np.float64)]
+
+
+def slot_summary(x: Any, summary: str = "norm") -> tuple[np.ndarray, np.ndarray]:
+    """``(value per slot, NaN flag per slot)``: L2 norm (or first element) over everything in the slot."""
+    pools = _pools(x)
+    if not pools:
+        return np.zeros(0), np.zeros(0, dtype=bool)
+    n = min(p.shape[0] if p.ndim else 1 for p in pools)
+    vals = np.zeros(n)
+    nan = np.zeros(n, dtype=bool)
+    for p in pools:
+        flat = p.reshape(p.shape[0], int(np.prod(p.shape[1:])))[:n] if p.ndim >= 1 else p.reshape(1, 1)
+        if flat.shape[1] == 0:
+            continue
+        bad = ~np.isfinite(flat).all(axis=1)
+        nan |= bad
+        if summary == "first" and flat.shape[1]:
+            vals = vals + np.nan_to_num(flat[:, 0])
+        elif p.ndim == 1:
+            vals = vals + np.abs(np.nan_to_num(flat[:, 0]))
+        else:
+            vals = np.sqrt(vals ** 2 + (np.nan_to_num(flat) ** 2).sum(axis=1))
+    return vals, nan
+
+
+RTOL, ATOL = 1e-4, 1e-5  # kernel vs pure-torch reference in float32
+
+
+def _differs(x: Any, reference: Any) -> np.ndarray | None:
+    """Per slot: do the contents differ from ``reference`` beyond float32 tolerance (NaN equals NaN)?"""
+    a, b = _pools(x), _pools(reference)
+    if not a or not b or len(a) != len(b):
+        return None
+    n = min(p.shape[0] for p in a + b)
+    out = np.zeros(n, dtype=bool)
+    for p, q in zip(a, b):
+        if p.shape[1:] != q.shape[1:]:
+            return None
+        k = int(np.prod(p.shape[1:]))
+        p2, q2 = p[:n].reshape(n, k), q[:n].reshape(n, k)
+        same = np.isclose(p2, q2, rtol=RTOL, atol=ATOL) | (np.isnan(p2) & np.isnan(q2))
+        out |= ~same.all(axis=1)
+    return out
+
+
+def _by_slot(access: Mapping[int, Any] | None) -> dict[int, set[int]]:
+    out: dict[int, set[int]] = {}
+    for row, slots in (access or {}).items():
+        if isinstance(slots, (int, np.integer)):
+            slots = [slots]
+        for s in slots:
+            out.setdefault(int(s), set()).add(int(row))
+    return out
+
+
+def analyse_state_pool(pool: Any, *, reads=None, writes=None, reference=None, owners=None,
+                       null_block_id: int = NULL_BLOCK_ID, summary: str = "norm") -> dict:
+    """Per-slot values and flags plus the findings (headless)."""
+    vals, nan = slot_summary(pool, summary)
+    N = len(vals)
+    diff = _differs(pool, reference) if reference is not None else None
+    if diff is None and reference is not None:
+        rv, rn = slot_summary(reference, summary)
+        if len(rv) == N:
+            diff = ~(np.isclose(rv, vals, rtol=RTOL, atol=ATOL) | (rn & nan))
+    r_by, w_by = _by_slot(reads), _by_slot(writes)
+    F: list[Finding] = []
+    nb = int(null_block_id)
+    null_in = 0 <= nb < N
+    null_dirty = null_in and (nan[nb] or vals[nb] != 0)
+    if nb in w_by:
+        t = f"null block {nb} was written by {rows_phrase(w_by[nb])}"
+        if len(w_by[nb]) > 1:
+            t += " (they race on it)"
+        if null_dirty:
+            t += ": it is no longer zero"
+        F.append(Finding(ERROR, t, 0))
+    elif null_dirty:
+        F.append(Finding(ERROR, f"null block {nb} is not zero (|state| = {vals[nb]:.3g}): something wrote it", 0))
+    if nb in r_by:
+        F.append(Finding(ERROR, f"{rows_phrase(r_by[nb])} read null block {nb} as initial state", 10))
+    outside = sorted(s for s in set(r_by) | set(w_by) if not 0 <= s < N)
+    for s in outside:
+        who = sorted(r_by.get(s, set()) | w_by.get(s, set()))
+        verb = "read and wrote" if s in r_by and s in w_by else ("read" if s in r_by else "wrote")
+        F.append(Finding(ERROR, f"{rows_phrase(who)} {verb} slot {s}, outside the pool of {N} slots", -100 + s))
+
+    def whose(s: int) -> str:
+        return f" ({owners[s]}'s)" if owners and s in owners else ""
+
+    for s in sorted(r_by):
+        if 0 <= s < N and s != nb and nan[s]:
+            F.append(Finding(ERROR, f"{rows_phrase(r_by[s])} read slot {s}{whose(s)}, which is NaN (a freed, "
+                                    f"poisoned block)", 100 + s))
+    for s in sorted(w_by):
+        if 0 <= s < N and s != nb and len(w_by[s]) > 1:
+            F.append(Finding(WARNING, f"slot {s}{whose(s)} was written by {rows_phrase(w_by[s])} (race)", 200 + s))
+    if diff is not None and diff.any():
+        ds = [int(s) for s in np.flatnonzero(diff)]
+        unwritten = [s for s in ds if s not in w_by] if (reads is not None or writes is not None) else []
+        t = f"slot{'s' if len(ds) > 1 else ''} {ranges(ds)} differ{'s' if len(ds) == 1 else ''} from the reference"
+        if unwritten:
+            t += f" (no recorded write to {ranges(unwritten)})"
+        F.append(Finding(WARNING, t, 300))
+    nans = [int(s) for s in np.flatnonzero(nan) if s != nb]
+    if nans:
+        F.append(Finding(INFO, f"slot{'s' if len(nans) > 1 else ''} {ranges(nans)} "
+                               f"{'are' if len(nans) > 1 else 'is'} NaN-poisoned: freed", 400))
+    if null_in and not null_dirty and nb not in w_by:
+        F.append(Finding(INFO, f"null block {nb} is zero", 410))
+    return dict(vals=vals, nan=nan, diff=diff, reads=r_by, writes=w_by, findings=F, N=N, outside=outside)
+
+
+def describe_state_pool(pool: Any, *, reads=None, writes=None, reference=None, owners=None,
+                        null_block_id: int = NULL_BLOCK_ID, summary: str = "norm") -> list[str]:
+    """The findings as sentences, most severe first (the drawing's title uses the first)."""
+    a = analyse_state_pool(pool, reads=reads, writes=writes, reference=reference, owners=owners,
+                           null_block_id=null_block_id, summary=summary)
+    return [f.text for f in sort_findings(a["findings"])]
+
+
+def _who(rows: set[int]) -> str:
+    txt = ranges(rows).replace(" ", "")
+    return txt if len(txt) <= 6 else f"×{len(rows)}"
+
+
+@never_raises("state pool")
+def draw_state_pool(
+    pool_tensor_or_slot_values: Any,
+    *,
+    reads: Mapping[int, Any] | None = None,
+    writes: Mapping[int, Any] | None = None,
+    reference: Any = None,
+    owners: Mapping[int, str] | None = None,
+    null_block_id: int = NULL_BLOCK_ID,
+    summary: str = "norm",
+    name: str = "state",
+    title: str | None = None,
+    ax=None,
+    fig=None,
+):
+    """One cell per slot: its size, its readers (▼ rows) and writers (▲ rows), NaN and null-block flags.
+
+    ``pool_tensor_or_slot_values``: a ``(slots, ...)`` tensor/array, a 1-D
+    array of per-slot values, a mapping of pools or a ``ModelState`` (all
+    pools summed per slot). ``reads``/``writes``: ``{row: slots}`` (e.g.
+    ``AccessLog.slots("state", "load")``). ``reference``: the same kind of
+    object; differing slots are outlined. ``owners``: slot → request id.
+    """
+    A = analyse_state_pool(pool_tensor_or_slot_values, reads=reads, writes=writes, reference=reference,
+                           owners=owners, null_block_id=null_block_id, summary=summary)
+    N, vals, nan, diff = A["N"], A["vals"], A["nan"], A["diff"]
+    slots = _slots_to_show(A, int(null_block_id))
+    left = [s for s in A["outside"] if s < 0]
+    right = [s for s in A["outside"] if s >= N]
+    # positions: optional "outside" column, the slots, optional "outside" column
+    items: list[tuple[str, int]] = ([("below", min(left))] if left else []) + [("slot", s) for s in slots] \
+        + ([("above", max(right))] if right else [])
+    per_line = max(1, len(items)) if len(items) <= 24 else PER_LINE
+    lines = max(1, -(-len(items) // per_line))
+    LH = 2.75
+    width = FIG_WIDTH
+    height = 1.5 + 0.95 * lines + 0.45
+    f, a = new_axes(ax, fig, (width, height))
+    ttl = title or title_from(A["findings"], f"{name} pool consistent")
+    if N == 0:
+        message(a, "empty pool: no slot to draw", title=ttl)
+        return f
+    top = float(np.max(vals[np.isfinite(vals)])) if np.isfinite(vals).any() else 0.0
+    fs = 8.5 if per_line <= 16 else 7.0
+    nb = int(null_block_id)
+    for i, (kind, s) in enumerate(items):
+        x, y0 = i % per_line, (i // per_line) * LH
+        yc = y0 + 1.15
+        if kind != "slot":
+            cell(a, x, yc, PALETTE["vermillion"], text=str(s), hatch="xx", fontsize=fs, weight="bold")
+            a.text(x, y0 + 0.42, "outside", ha="center", va="center", fontsize=7, color=PALETTE["vermillion"])
+        else:
+            v = vals[s]
+            if nan[s]:
+                cell(a, x, yc, "#BDBDBD", text="NaN", hatch="xx", fontsize=fs)
+            elif s == nb and v != 0:
+                cell(a, x, yc, PALETTE["vermillion"], text=f"{v:.2g}", hatch="xx", fontsize=fs, weight="bold")
+            elif v == 0:
+                cell(a, x, yc, PALETTE["light"] if s == nb else PALETTE["white"], text="0", fontsize=fs,
+                     textcolor="#777777", edge="#BBBBBB")
+            else:
+                face = _CMAP(0.25 + 0.75 * (v / top if top else 0))
+                dark = (0.299 * face[0] + 0.587 * face[1] + 0.114 * face[2]) < 0.5
+                cell(a, x, yc, to_hex(face), text=f"{v:.2g}", fontsize=fs, textcolor="white" if dark else "black")
+            if diff is not None and s < len(diff) and diff[s]:
+                outline(a, x, yc)
+            label = f"{s}" + ("\nnull" if s == nb else "")
+            a.text(x, y0 + 0.42, label, ha="center", va="center", fontsize=7.5,
+                   color=PALETTE["vermillion"] if s == nb and (v != 0 or nan[s]) else "#555555",
+                   weight="bold" if s == nb else "normal", linespacing=0.9)
+            if owners and s in owners:
+                a.text(x, y0 + 2.2, str(owners[s])[:6], ha="center", va="center", fontsize=7, color="#555555",
+                       style="italic")
+        rr, ww = A["reads"].get(s, set()), A["writes"].get(s, set())
+        if rr:
+            a.text(x, y0 - 0.1, "▼" + _who(rr), ha="center", va="center", fontsize=7.5, color=PALETTE["blue"],
+                   weight="bold")
+        if ww:
+            a.text(x, y0 + 1.85, "▲" + _who(ww), ha="center", va="center", fontsize=7.5,
+                   color=PALETTE["vermillion"] if (s == nb or len(ww) > 1 or kind != "slot") else PALETTE["orange"],
+                   weight="bold")
+    a.set_xlim(-0.6, max(per_line, 12) - 0.4)
+    a.set_ylim(lines * LH - 0.3, -0.45)
+    a.set_axis_off()
+    set_title(a, ttl, width_in=None if ax is not None else width - 0.4)
+    handles = [
+        legend_patch("slot: colour = |state| (text: L2 norm)", to_hex(_CMAP(0.6))),
+        legend_patch("NaN (poisoned: freed block)", "#BDBDBD", "xx"),
+        legend_patch("null block written / outside the pool", PALETTE["vermillion"], "xx"),
+        legend_patch("differs from the reference", "none", edge="black", lw=2.4),
+        legend_patch("▼ rows that loaded it, ▲ rows that stored it", "none", edge="none"),
+    ]
+    legend(a, handles, below=True, ncol=3)
+    if N > len(slots):
+        hidden = sorted(set(range(N)) - set(slots))
+        a.text(-0.5, lines * LH - 0.5, f"{len(hidden)} slots not shown ({ranges(hidden)})", ha="left", va="top",
+               fontsize=8, color="#555555", style="italic")
+    return f
+
+
+def _slots_to_show(A: dict, nb: int) -> list[int]:
+    """Every slot, or (past MAX_SLOTS) the null block and the touched, NaN and differing slots first."""
+    N = A["N"]
+    if N <= MAX_SLOTS:
+        return list(range(N))
+    important = {nb} | set(A["reads"]) | set(A["writes"]) | {int(s) for s in np.flatnonzero(A["nan"])}
+    if A["diff"] is not None:
+        important |= {int(s) for s in np.flatnonzero(A["diff"])}
+    keep = sorted(s for s in important if 0 <= s < N)[: MAX_SLOTS // 2]
+    for s in range(N):
+        if len(keep) >= MAX_SLOTS:
+            break
+        if s not in keep:
+            keep.append(s)
+    return sorted(keep)
