@@ -50,6 +50,9 @@ class Verdict:
         return min(self.divergences, key=lambda d: (d.step, d.rank, d.req_id)) if self.divergences else None
 
     def summary(self) -> str:
+        if self.illegal and self.illegal.get("kernel") is None:
+            i = self.illegal
+            return f"ILLEGAL MEMORY ACCESS at step {i['step']}, rank {i['rank']} (CUDA): {i.get('message')}"
         if self.illegal:
             i = self.illegal
             return (f"ILLEGAL MEMORY ACCESS at step {i['step']}, rank {i['rank']}: kernel {i['kernel']}, "
@@ -86,6 +89,10 @@ def judge(engine: Engine, crash: EngineCrash | None = None) -> Verdict:
             ima = err if isinstance(err, IllegalMemoryAccess) else err.__cause__
             v.illegal = dict(step=crash.step, rank=crash.rank, kernel=ima.kernel, row=ima.row, op=ima.op,
                              arg=ima.arg, slot=ima.slot, index=ima.index, num_slots=ima.num_slots)
+        elif "illegal memory access" in str(err).lower() or "illegal address" in str(err).lower():
+            # On a GPU there is no sanitizer: the hardware (or CUDA) reports the fault.
+            v.illegal = dict(step=crash.step, rank=crash.rank, kernel=None, row=None, op=None, arg=None,
+                             slot=None, index=None, num_slots=None, message=str(err).splitlines()[0])
         else:
             v.crash = str(crash)
         return v

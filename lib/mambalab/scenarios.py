@@ -116,7 +116,7 @@ def valid_bug_ids() -> list[str]:
 def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
     """Sentences naming the mechanism at work, read off the engine's step records."""
     out: list[str] = []
-    if verdict.illegal:
+    if verdict.illegal and verdict.illegal.get("kernel") is not None:
         i = verdict.illegal
         out.append(f"step {i['step']}: {i['kernel']} row {i['row']} {i['op']} at slot {i['slot']}: "
                    f"a padded row's -1 reached address arithmetic")
