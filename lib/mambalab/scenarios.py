@@ -130,6 +130,11 @@ def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
             if live:
                 out.append(f"step {r.step}, rank {r.rank}: dummy batch rows point at blocks {live} "
                            f"(stale block-table rows of finished requests)")
+        minus = [i for i, row in enumerate(r.state_slots) if any(x < 0 for x in row)]
+        if minus and not any("-1 in the state indices" in o for o in out):
+            out.append(f"step {r.step}, rank {r.rank}: padded row(s) {minus} carry -1 in the state indices "
+                       f"the kernels read: slot -1 lies before the pool (on a GPU with a caching "
+                       f"allocator that is another tensor's memory, not necessarily a fault)")
         if r.null_block_dirty:
             out.append(f"step {r.step}, rank {r.rank}: the null block (0) is no longer zero: "
                        f"padded rows wrote into it")
