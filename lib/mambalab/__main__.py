@@ -1,4 +1,4 @@
-"""Command line: ``python -m mambalab bugs | replay | run | bench``.
+"""Command line: ``python -m mambalab bugs | replay | run | hunt | bench``.
 
 Exit codes (replay, run): 0 everything matches the reference, 1 a divergence,
 an illegal memory access or a crash, 2 bad usage.
@@ -82,14 +82,19 @@ def _maybe_switch_device(argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     _maybe_switch_device(argv)
-    if argv[:1] == ["bench"]:  # bench parses its own options
+    if argv[:1] == ["bench"]:  # bench and hunt parse their own options
         from . import bench
 
         return bench.main(argv[1:])
+    if argv[:1] == ["hunt"]:
+        from . import hunt
+
+        return hunt.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m mambalab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("bugs", help="list the bug catalogue: id, PR, title")
     sub.add_parser("bench", help="GPU bandwidth benchmark of the decode kernels (bench --help)")
+    sub.add_parser("hunt", help="random workloads against the reference until a bug shows; shrink it (hunt --help)")
     p = sub.add_parser("replay", help="run a bug's scenario (pre-fix, or --fixed) against the reference")
     p.add_argument("bug", help="a catalogue id (python -m mambalab bugs), or a part such as spec-slots/gather")
     p.add_argument("--fixed", action="store_true", help="run with the fix instead of the pre-fix behaviour")
