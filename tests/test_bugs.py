@@ -10,6 +10,8 @@ EXPECTED = {
     "guard-lt-zero": 39064,
     "spec-slots": 41233,
     "stale-is-prefilling": 41873,
+    "move-row-stale-source": 49757,
+    "zero-accepted": 48475,
 }
 
 
@@ -24,6 +26,7 @@ def test_catalogue_entries():
 def test_default_is_all_fixed():
     cfg = BugConfig()
     assert not any(cfg.has(b) for b in BUGS)
+    assert cfg.clamp_accepted and not BugConfig.with_bugs("zero-accepted").clamp_accepted
     assert cfg.block_table_pad_value == NULL_BLOCK_ID
     assert cfg.kernel_guard is GuardMode.NULL
     assert str(cfg) == "BugConfig(all fixed)"

@@ -11,7 +11,7 @@ def cli(*args):
 
 def test_bugs_lists_catalogue():
     r = cli("bugs")
-    assert r.returncode == 0 and len(r.stdout.strip().splitlines()) == 5
+    assert r.returncode == 0 and len(r.stdout.strip().splitlines()) == 7
 
 
 def test_replay_exit_codes_and_json():

@@ -54,15 +54,26 @@ def test_stale_rows_bug_keeps_finished_rows():
     assert ib.block_table[1].block_table.np[0, 0] == 20  # a freed block, still in the table
 
 
-def test_condense_moves_highest_into_lowest_and_leaves_source_stale():
+def test_condense_clears_the_vacated_row_after_the_fix():
     ib = make_batch()
+    for i in range(4):
+        ib.add_request(req(i, prompt=3 + i, computed=i))
+    ib.remove_request("r1")
+    ib.condense()
+    assert ib.block_table[1].block_table.np[3, 0] == NULL_BLOCK_ID  # #49757
+    assert ib.block_table[1].num_blocks_per_row[3] == 0
+    assert ib.num_prompt_tokens[3] == 6  # counts still stale (#41873 lives on them)
+
+
+def test_condense_moves_highest_into_lowest_and_leaves_source_stale():
+    ib = make_batch(BugConfig.with_bugs("move-row-stale-source"))
     for i in range(4):
         ib.add_request(req(i, prompt=3 + i, computed=i))
     ib.remove_request("r1")
     ib.condense()
     assert ib.req_ids == ["r0", "r3", "r2"]
     assert ib.req_id_to_index == {"r0": 0, "r3": 1, "r2": 2}
-    # row 3 keeps r3's counts and (0.22) its block-table row
+    # row 3 keeps r3's counts and (before #49757) its block-table row
     assert ib.num_prompt_tokens[3] == 6 and ib.num_computed_tokens_cpu[3] == 3
     assert ib.block_table[1].row(1) == [23]
     assert ib.block_table[1].block_table.np[3, 0] == 23
@@ -211,7 +222,7 @@ def test_with_stale_rows_bug_removed_rows_keep_freed_blocks(sequence):
 
 def test_add_row_leaves_the_tail_of_a_longer_former_tenant():
     """vLLM's add_row resets the count, not the row: a later clear_row zeroes only [:n]."""
-    ib = make_batch()
+    ib = make_batch(BugConfig.with_bugs("move-row-stale-source"))
     ib.add_request(req(0))
     ib.add_request(req(1, attn=[5, 6, 7]))
     ib.remove_request("r0")

@@ -59,5 +59,5 @@ def test_cli_lists_the_catalogue():
     out = subprocess.run([sys.executable, "-m", "mambalab", "bugs"], capture_output=True, text=True,
                          check=True).stdout
     lines = out.strip().splitlines()
-    assert len(lines) == 5
+    assert len(lines) == 7
     assert lines[0].split()[:2] == ["pad-minus-one", "#35431"]

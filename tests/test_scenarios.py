@@ -69,6 +69,23 @@ def test_stale_is_prefilling(seed):
     assert fixed.exit_code == 0 and not fixed.signatures
 
 
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_move_row_stale_source(seed):
+    r = replay("move-row-stale-source", seed=seed)
+    assert r.exit_code == 1 and r.verdict.first.req_id == "D"
+    assert any("dummy batch rows point at blocks" in s for s in r.signatures)
+    fixed = replay("move-row-stale-source", fixed=True, seed=seed)
+    assert fixed.exit_code == 0 and not fixed.signatures
+
+
+@pytest.mark.parametrize("seed", SEEDS[:2])
+def test_zero_accepted(seed):
+    r = replay("zero-accepted", seed=seed)
+    assert r.exit_code == 1
+    assert any("num_accepted_tokens = 0" in s for s in r.signatures)
+    assert replay("zero-accepted", fixed=True, seed=seed).exit_code == 0
+
+
 def test_every_catalogue_bug_has_a_scenario():
     for bug in valid_bug_ids():
         assert replay.__module__ and bug.split("/")[0] in __import__("mambalab.scenarios").scenarios.SCENARIOS

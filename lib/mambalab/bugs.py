@@ -136,6 +136,48 @@ CATALOGUE: tuple[Bug, ...] = (
         "state.",
         fixed_in="0.22",
     ),
+    Bug(
+        id="move-row-stale-source",
+        pr=49757,
+        title="Stop dummy runs from writing mamba state through stale block-table rows",
+        upstream_files=(
+            "vllm/v1/worker/block_table.py",
+            "vllm/v1/worker/gpu_input_batch.py",
+        ),
+        mechanism=(
+            "condense() moves the highest live row into a hole with BlockTable.move_row, which "
+            "copied the row and left the source untouched: a duplicate of a live request's block "
+            "ids at an index >= num_reqs. #37728's clear_row covers removed rows, not rows vacated "
+            "by condense. Once that request finishes its blocks are freed, but a dummy batch "
+            "padded over the vacated row still reads and writes state through them."
+        ),
+        symptom="A freed (or prefix-cached) state block is overwritten by an idle DP rank's dummy "
+        "batch; a later request that reuses it starts from a corrupted state.",
+        fixed_in="0.33",
+    ),
+    Bug(
+        id="zero-accepted",
+        pr=48475,
+        title="num_accepted_tokens == 0 makes decode kernels read state column -1",
+        upstream_files=(
+            "vllm/v1/worker/gpu_input_batch.py",
+            "vllm/v1/worker/gpu_model_runner.py",
+            "vllm/model_executor/layers/fla/ops/fused_recurrent.py",
+            "vllm/model_executor/layers/mamba/ops/mamba_ssm.py",
+        ),
+        mechanism=(
+            "Speculative decoding reads a request's initial state from column num_accepted - 1 of "
+            "its state indices. num_accepted_tokens started at 0 and was only written for rows "
+            "that ran a speculative step, and the kernels did not bound the column: a request's "
+            "first decode after its prefill read column -1, which in a row-major (N, 1 + "
+            "num_spec) index tensor is the previous row's last column: another request's slot "
+            "(or, for row 0, memory before the tensor). Fixed by initialising and resetting the "
+            "count to 1 and clamping the column (#48475, #50021, #51508)."
+        ),
+        symptom="A request's first speculative step starts from its neighbour's state: wrong "
+        "tokens, or an illegal access for the first row.",
+        fixed_in="0.30",
+    ),
 )
 
 BUGS: dict[str, Bug] = {b.id: b for b in CATALOGUE}
@@ -207,6 +249,11 @@ class BugConfig:
     def block_table_pad_value(self) -> int:
         """Value for padded block-table rows and state-index tails (#35431)."""
         return PAD_SLOT_ID if self.has("pad-minus-one") else NULL_BLOCK_ID
+
+    @property
+    def clamp_accepted(self) -> bool:
+        """Whether decode kernels bound the column ``num_accepted - 1`` to ``>= 0`` (#48475)."""
+        return not self.has("zero-accepted")
 
     @property
     def kernel_guard(self) -> GuardMode:

@@ -10,6 +10,10 @@ Ranks run in-process, one after another, each with its own state pools and
 block pool (each DP rank owns a GPU). Freed state blocks are poisoned with
 NaN, as upstream users effectively saw: a stale read surfaces as NaN or
 garbage tokens, not as silent plausibility.
+
+An engine may also host only some ranks (``dp_ranks``): ``mambalab.dp_launcher``
+runs one rank per OS process and all-reduces over ``torch.distributed`` between
+``schedule_step`` and ``execute_step``, the two halves of ``step_once``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Sequence
 import torch
 
 from .bugs import BugConfig
+from .device import DEVICE
 from .drafter import OracleDrafter
 from .kv_cache_manager import KVCacheManager
 from .model import TinyHybridConfig, TinyHybridModel
@@ -27,6 +32,7 @@ from .model_runner import ModelRunner, RunnerConfig, StepRecord
 from .request import Request
 from .sanitizer import IllegalMemoryAccess
 from .scheduler import Scheduler
+from .scheduler_output import SchedulerOutput
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,22 @@ class RequestResult:
     final_state: dict[str, torch.Tensor] | None = None
 
 
+def build_rank(index: int, cfg: EngineConfig, bugs: BugConfig, model: TinyHybridModel,
+               device: torch.device | str | None = None) -> Rank:
+    """One DP rank's scheduler, KV-cache manager, runner and state pools (one GPU's worth)."""
+    rc = cfg.runner
+    mgr = KVCacheManager(rc.kv_cache_spec(), rc.num_blocks, rc.max_model_len,
+                         rc.num_speculative_tokens, bugs,
+                         enable_caching=rc.num_speculative_tokens == 0)
+    sched = Scheduler(mgr, rc.max_num_seqs, rc.max_num_batched_tokens, rc.max_model_len,
+                      rc.num_speculative_tokens)
+    runner = ModelRunner(model, rc, bugs, rank=index, device=DEVICE if device is None else device)
+    rank = Rank(index, sched, mgr, runner)
+    mgr.on_free = (lambda block, cached, rank=rank: None if cached else rank.pending_poison.append(block))
+    mgr.on_evict = (lambda block, rank=rank: rank.runner.state.poison_slot(block))
+    return rank
+
+
 class EngineCrash(RuntimeError):
     """The engine stopped: an illegal access or another error inside a step."""
 
@@ -91,52 +113,58 @@ class EngineCrash(RuntimeError):
 
 
 class Engine:
+    """All DP ranks in this process (default), or only ``dp_ranks`` (one per process in
+    ``mambalab.dp_launcher``; ``device``: where this process's model and pools live)."""
+
     def __init__(self, cfg: EngineConfig | None = None, bugs: BugConfig | None = None,
-                 model: TinyHybridModel | None = None) -> None:
+                 model: TinyHybridModel | None = None, *, dp_ranks: Sequence[int] | None = None,
+                 device: torch.device | str | None = None) -> None:
         self.cfg = cfg or EngineConfig()
         self.bugs = bugs if bugs is not None else BugConfig()
         rc = self.cfg.runner
         if self.cfg.data_parallel_size < 1:
             raise ValueError(f"data_parallel_size must be >= 1, got {self.cfg.data_parallel_size}")
+        dp_ranks = list(range(self.cfg.data_parallel_size)) if dp_ranks is None else list(dp_ranks)
+        if not dp_ranks or any(not 0 <= i < self.cfg.data_parallel_size for i in dp_ranks):
+            raise ValueError(f"dp_ranks {dp_ranks} must be a non-empty subset of "
+                             f"[0, {self.cfg.data_parallel_size})")
         self.model = model or TinyHybridModel(
-            TinyHybridConfig(num_speculative_tokens=rc.num_speculative_tokens, seed=self.cfg.model_seed))
+            TinyHybridConfig(num_speculative_tokens=rc.num_speculative_tokens, seed=self.cfg.model_seed),
+            device=device)
         self.drafter = (OracleDrafter(self.model, rc.num_speculative_tokens, self.cfg.acceptance,
                                       self.cfg.drafter_seed) if rc.num_speculative_tokens else None)
-        self.ranks: list[Rank] = []
-        for i in range(self.cfg.data_parallel_size):
-            mgr = KVCacheManager(rc.kv_cache_spec(), rc.num_blocks, rc.max_model_len,
-                                 rc.num_speculative_tokens, self.bugs,
-                                 enable_caching=rc.num_speculative_tokens == 0)
-            sched = Scheduler(mgr, rc.max_num_seqs, rc.max_num_batched_tokens, rc.max_model_len,
-                              rc.num_speculative_tokens)
-            runner = ModelRunner(self.model, rc, self.bugs, rank=i)
-            rank = Rank(i, sched, mgr, runner)
-            mgr.on_free = (lambda block, cached, rank=rank: None if cached else rank.pending_poison.append(block))
-            mgr.on_evict = (lambda block, rank=rank: rank.runner.state.poison_slot(block))
-            self.ranks.append(rank)
+        self.ranks: list[Rank] = [build_rank(i, self.cfg, self.bugs, self.model, device) for i in dp_ranks]
+        self._by_index = {r.index: r for r in self.ranks}
         self.step = 0
         self.records: list[StepRecord] = []
         self.results: dict[str, RequestResult] = {}
         self.events: dict[int, list[Event]] = {}
 
     # -- workload ---------------------------------------------------------------
+    def dp_rank(self, index: int) -> Rank:
+        """The hosted rank with DP index ``index``."""
+        if not 0 <= index < self.cfg.data_parallel_size:
+            raise ValueError(f"rank {index} out of range [0, {self.cfg.data_parallel_size})")
+        if index not in self._by_index:
+            raise ValueError(f"rank {index} is not hosted by this engine (it hosts {sorted(self._by_index)})")
+        return self._by_index[index]
+
     def add_request(self, req_id: str, prompt: Sequence[int], max_tokens: int, rank: int = 0) -> None:
-        if not 0 <= rank < len(self.ranks):
-            raise ValueError(f"rank {rank} out of range [0, {len(self.ranks)})")
+        target = self.dp_rank(rank)
         if req_id in self.results:
             raise ValueError(f"request {req_id!r} was already added")
-        self.ranks[rank].scheduler.add_request(Request(req_id, list(prompt), max_tokens))
+        target.scheduler.add_request(Request(req_id, list(prompt), max_tokens))
         self.results[req_id] = RequestResult(req_id, rank, list(prompt), max_tokens)
 
     def abort_request(self, req_id: str) -> None:
         res = self.results[req_id]
-        if self.ranks[res.rank].scheduler.abort_request(req_id):
+        if self.dp_rank(res.rank).scheduler.abort_request(req_id):
             res.status = "aborted"
 
     def preempt_request(self, req_id: str) -> bool:
         """Force a preemption if the request is running now (a no-op otherwise)."""
         res = self.results[req_id]
-        sched = self.ranks[res.rank].scheduler
+        sched = self.dp_rank(res.rank).scheduler
         req = sched.requests.get(req_id)
         if req is None or req not in sched.running:
             return False
@@ -162,39 +190,58 @@ class Engine:
             s > self.step for s in self.events)
 
     def step_once(self) -> list[StepRecord]:
+        outputs = self.schedule_step()
+        return self.execute_step(outputs, max((o.total_num_scheduled_tokens for o in outputs), default=0))
+
+    def schedule_step(self) -> list[SchedulerOutput]:
+        """First half of a step: apply this step's events, each hosted rank schedules."""
         self.step += 1
         for ev in self.events.pop(self.step, []):
             self._apply(ev)
-        outputs = [r.scheduler.schedule() for r in self.ranks]
-        tokens = [o.total_num_scheduled_tokens for o in outputs]
+        return [r.scheduler.schedule() for r in self.ranks]
+
+    def execute_step(self, outputs: list[SchedulerOutput], num_tokens_across_dp: int) -> list[StepRecord]:
+        """Second half: given the ranks' agreed (max) token count, every hosted rank executes
+        its schedule padded to it, or the dummy batch if it has none (``dp_utils``)."""
         records: list[StepRecord] = []
-        if not any(tokens):
+        if not num_tokens_across_dp:
             return records
-        dp_tokens = max(tokens) if len(self.ranks) > 1 else None
-        for rank, so, n in zip(self.ranks, outputs, tokens):
-            try:
-                blocks_before = {rid: list(rank.manager.get_block_ids(rid)[0])
-                                 for rid in so.num_scheduled_tokens}
-                sampled, rec = rank.runner.execute_model(so, dp_tokens)
-                if n:
-                    drafts = self._propose(rank, sampled)
-                    finished = rank.scheduler.update_from_output(so, sampled, drafts)
-                    self._collect(rank, sampled, finished, blocks_before)
-                elif dp_tokens:
-                    # An idle rank pads to the others' size; the runner pads it to a graph size.
-                    rec = rank.runner.dummy_run(self._dummy_size(rank, dp_tokens))
-                else:
-                    continue
-                rec.step = self.step
-            except Exception as e:  # noqa: BLE001 - reported as the engine's verdict
-                raise EngineCrash(self.step, rank.index, e) from e
-            finally:
-                for b in rank.pending_poison:
-                    rank.runner.state.poison_slot(b)
-                rank.pending_poison.clear()
-            records.append(rec)
+        dp_tokens = num_tokens_across_dp if self.cfg.data_parallel_size > 1 else None
+        for rank, so in zip(self.ranks, outputs):
+            rec = self.execute_rank(rank, so, dp_tokens)
+            if rec is not None:
+                records.append(rec)
         self.records.extend(records)
         return records
+
+    def execute_rank(self, rank: Rank, so: SchedulerOutput, dp_tokens: int | None) -> StepRecord | None:
+        """One rank's part of the step: execute (then draft, update, collect), or the dummy run."""
+        n = so.total_num_scheduled_tokens
+        try:
+            blocks_before = {rid: list(rank.manager.get_block_ids(rid)[0])
+                             for rid in so.num_scheduled_tokens}
+            sampled, rec = rank.runner.execute_model(so, dp_tokens)
+            if n:
+                drafts = self._propose(rank, sampled)
+                finished = rank.scheduler.update_from_output(so, sampled, drafts)
+                self._collect(rank, sampled, finished, blocks_before)
+            elif dp_tokens:
+                # An idle rank pads to the others' size; the runner pads it to a graph size.
+                rec = rank.runner.dummy_run(self._dummy_size(rank, dp_tokens))
+            else:
+                return None
+            rec.step = self.step
+        except Exception as e:  # noqa: BLE001 - reported as the engine's verdict
+            last = rank.runner.last_record
+            if last is not None and all(last is not r for r in self.records):
+                last.step = self.step
+                self.records.append(last)  # the crashing step's record: the verdict reads it
+            raise EngineCrash(self.step, rank.index, e) from e
+        finally:
+            for b in rank.pending_poison:
+                rank.runner.state.poison_slot(b)
+            rank.pending_poison.clear()
+        return rec
 
     def _dummy_size(self, rank: Rank, dp_tokens: int) -> int:
         """The dummy batch: the others' size padded to a graph size, at most one uniform batch."""
@@ -252,4 +299,4 @@ class Engine:
 
 
 __all__ = ["Engine", "EngineConfig", "EngineCrash", "Add", "Abort", "Preempt", "RequestResult",
-           "IllegalMemoryAccess"]
+           "IllegalMemoryAccess", "Rank", "build_rank"]

@@ -10,8 +10,9 @@ of the catalogue's bugs live there:
   ``num_prompt_tokens`` of the row (an aborted mid-prefill request leaves
   ``computed < prompt`` behind: #41873). Its block-table row is cleared only
   since #37728 (switch ``stale-rows``).
-* ``condense`` copies a row down and leaves the source row's counts and (0.22)
-  its block-table row in place: a duplicate of a live request's blocks.
+* ``condense`` copies a row down and leaves the source row's counts in place;
+  its block-table row is cleared since #49757 (switch ``move-row-stale-source``:
+  before, a duplicate of a live request's blocks stayed there).
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ class InputBatch:
         self.num_tokens_no_spec = np.zeros(max_num_reqs, dtype=np.int32)
         self.num_prompt_tokens = np.zeros(max_num_reqs, dtype=np.int32)
         self.num_computed_tokens_cpu = np.zeros(max_num_reqs, dtype=np.int32)
-        self.num_accepted_tokens_cpu = np.ones(max_num_reqs, dtype=np.int32)
+        # 1 since the fix of #48475; the pre-fix buffer started at 0.
+        self.num_accepted_tokens_cpu = np.full(
+            max_num_reqs, 0 if self.bugs.has("zero-accepted") else 1, dtype=np.int32)
 
         self.block_table = MultiGroupBlockTable(
             max_num_reqs, max_model_len, max_num_batched_tokens, kv_cache_specs, device, num_blocks
@@ -145,7 +148,8 @@ class InputBatch:
         self.num_tokens_no_spec[req_index] = n_total
         self.num_prompt_tokens[req_index] = n_prompt
         self.num_computed_tokens_cpu[req_index] = request.num_computed_tokens
-        self.num_accepted_tokens_cpu[req_index] = 1
+        if not self.bugs.has("zero-accepted"):
+            self.num_accepted_tokens_cpu[req_index] = 1  # not the previous tenant's count
         self.block_table.add_row(request.block_ids, req_index)
         return req_index
 
@@ -225,6 +229,8 @@ class InputBatch:
         ):
             arr[dst] = arr[src]  # the source keeps its value: stale
         self.block_table.move_row(src, dst)
+        if not self.bugs.has("move-row-stale-source"):
+            self.block_table.clear_row(src)  # #49757: the vacated row names no block
 
     # -- per-step updates (the runner's _update_states) --------------------
     def append_output_token(self, req_id: str, token_id: int) -> None:

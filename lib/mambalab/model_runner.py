@@ -85,6 +85,7 @@ class StepRecord:
     sampled: dict[str, list[int]] = field(default_factory=dict)
     num_accepted: dict[str, int] = field(default_factory=dict)
     null_block_dirty: bool = False  # block 0 no longer all zeros after this step
+    num_accepted_in: list[int] = field(default_factory=list)  # what the kernels got, per real row
 
 
 class ModelRunner:
@@ -122,6 +123,7 @@ class ModelRunner:
         self.mamba_state_idx: dict[str, int] = {}
         self.prev_step_anchor = torch.full((cfg.max_num_seqs,), -1, dtype=torch.int32, device=self.device)
         self.graphs: dict[int, CapturedGraph] = {}
+        self.last_record: StepRecord | None = None
         self.step_index = 0
         for size in self.capture_sizes:
             self._capture(size)
@@ -242,6 +244,7 @@ class ModelRunner:
                                          desc.num_tokens_padded, p.max_query_len, self.bugs)
         md = self.builder.build(cm, self.buffers.num_accepted_tokens.gpu, self.prev_step_anchor)
         record = self._record("step", desc, md, cm, list(ib.req_ids))
+        self.last_record = record  # kept even if the step crashes below
         if desc.cudagraph_mode is CUDAGraphMode.FULL:
             logits = self.graphs[desc.num_tokens_padded].replay()
             decode_logits, prefill_logits = logits, {}
@@ -267,6 +270,7 @@ class ModelRunner:
         desc = BatchDescriptor(num_tokens, num_reqs, num_tokens, num_reqs, True, uq,
                                CUDAGraphMode.FULL if size in self.graphs else CUDAGraphMode.NONE)
         record = self._record("dummy", desc, md, None, [])
+        self.last_record = record
         if size in self.graphs:
             self.graphs[size].replay()
         else:
@@ -366,7 +370,10 @@ class ModelRunner:
         for row, rid in enumerate(ib.req_ids):
             q = int(p.num_scheduled_tokens[row])
             toks = sampled.get(rid)
-            ib.num_accepted_tokens_cpu[row] = len(toks) if (toks and rid in so.scheduled_spec_decode_tokens) else 1
+            if toks and rid in so.scheduled_spec_decode_tokens:
+                ib.num_accepted_tokens_cpu[row] = len(toks)
+            elif not self.bugs.has("zero-accepted"):
+                ib.num_accepted_tokens_cpu[row] = 1  # pre-fix: only speculative rows were written
             if self.cfg.mamba_cache_mode == "all" and self.cfg.num_speculative_tokens:
                 if q == uq:
                     seq_len = int(ib.num_computed_tokens_cpu[row]) + q
@@ -393,6 +400,7 @@ class ModelRunner:
             num_prefills=md.num_prefills, refreshed=md.cudagraph_buffers_refreshed,
             padded_rows_prefilling=padded_pref, state_slots=rows(d),
             intended_slots=rows(md.state_indices_tensor_d),
+            num_accepted_in=self.buffers.num_accepted_tokens.np[: desc.num_reqs].tolist(),
             block_table_rows=cm.block_table_tensor.cpu().tolist())
 
 

@@ -87,12 +87,46 @@ def stale_is_prefilling(seed: int) -> Workload:
     return Workload(cfg, events)
 
 
+def move_row_stale_source(seed: int) -> Workload:
+    """DP 2 with prefix caching: on rank 1, A finishes first and condense moves B down into A's
+    row; B finishes; rank 1 idles while rank 0 decodes two requests, so its dummy batch has two
+    rows; D then arrives on rank 1 sharing B's first block."""
+    rng = random.Random(seed)
+    rc = RunnerConfig(max_num_seqs=4, mamba_cache_mode="all", block_size=4, num_blocks=64)
+    cfg = EngineConfig(rc, data_parallel_size=2, model_seed=seed)
+    prompt_b = _tokens(rng, rng.randint(9, 12))
+    prompt_d = prompt_b[:4] + tuple((t + 1) % VOCAB for t in _tokens(rng, rng.randint(1, 2)))
+    events: dict[int, list[Event]] = {
+        1: [Add("C", _tokens(rng, rng.randint(3, 6)), 18, rank=0),
+            Add("E", _tokens(rng, rng.randint(3, 6)), 18, rank=0),
+            Add("A", _tokens(rng, rng.randint(3, 6)), 1, rank=1),
+            Add("B", prompt_b, 3, rank=1)],
+        11: [Add("D", prompt_d, 5, rank=1)],
+    }
+    return Workload(cfg, events)
+
+
+def zero_accepted(seed: int) -> Workload:
+    """Speculative decoding without prefix caching: requests decode after their prefill; a
+    later request joins a batch that is already speculating."""
+    rng = random.Random(seed)
+    rc = RunnerConfig(max_num_seqs=4, num_speculative_tokens=1, num_blocks=48)
+    cfg = EngineConfig(rc, model_seed=seed, acceptance=0.5, drafter_seed=seed)
+    events: dict[int, list[Event]] = {
+        1: [Add("r0", _tokens(rng, rng.randint(3, 7)), 6), Add("r1", _tokens(rng, rng.randint(3, 7)), 6)],
+        3: [Add("r2", _tokens(rng, rng.randint(3, 7)), 5)],
+    }
+    return Workload(cfg, events)
+
+
 SCENARIOS = {
     "pad-minus-one": pad_minus_one,
     "stale-rows": stale_rows,
     "guard-lt-zero": guard_lt_zero,
     "spec-slots": spec_slots,
     "stale-is-prefilling": stale_is_prefilling,
+    "move-row-stale-source": move_row_stale_source,
+    "zero-accepted": zero_accepted,
 }
 
 
@@ -118,8 +152,10 @@ def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
     out: list[str] = []
     if verdict.illegal and verdict.illegal.get("kernel") is not None:
         i = verdict.illegal
-        out.append(f"step {i['step']}: {i['kernel']} row {i['row']} {i['op']} at slot {i['slot']}: "
-                   f"a padded row's -1 reached address arithmetic")
+        what = ("a padded row's -1 reached address arithmetic" if "state" in str(i["arg"])
+                else "column -1 of the index tensor was read (before its first element)")
+        out.append(f"step {i['step']}: {i['kernel']} row {i['row']} {i['op']} of {i['arg']} at "
+                   f"slot {i['slot']}: {what}")
     for r in records:
         if r.kind == "step" and r.mode == "FULL" and r.padded_rows_prefilling and not r.refreshed:
             out.append(f"step {r.step}, rank {r.rank}: padded row(s) {r.padded_rows_prefilling} classified "
@@ -130,6 +166,10 @@ def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
             if live:
                 out.append(f"step {r.step}, rank {r.rank}: dummy batch rows point at blocks {live} "
                            f"(stale block-table rows of finished requests)")
+        zero = [i for i, n in enumerate(r.num_accepted_in) if n <= 0]
+        if r.kind == "step" and zero and r.num_decodes and not any("num_accepted_tokens" in o for o in out):
+            out.append(f"step {r.step}, rank {r.rank}: row(s) {zero} decode with num_accepted_tokens = 0: "
+                       f"the kernels read state column -1 (the previous row's last column)")
         minus = [i for i, row in enumerate(r.state_slots) if any(x < 0 for x in row)]
         if minus and not any("-1 in the state indices" in o for o in out):
             out.append(f"step {r.step}, rank {r.rank}: padded row(s) {minus} carry -1 in the state indices "

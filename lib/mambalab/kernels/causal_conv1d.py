@@ -122,7 +122,7 @@ from ..bugs import BugConfig
 from ..constants import NULL_BLOCK_ID
 from ..device import DEVICE
 from .causal_conv1d_ref import parse_activation
-from .common import guard_for, is_live_slot
+from .common import clamp_for, guard_for, is_live_slot
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _INDEX_DTYPES = (torch.int32, torch.int64)
@@ -206,6 +206,7 @@ def _causal_conv1d_update_kernel(
     IS_VARLEN: tl.constexpr,
     SILU: tl.constexpr,
     GUARD: tl.constexpr,
+    CLAMP_ACCEPTED: tl.constexpr,  # bound num_accepted - 1 (fixed #48475)
     BLOCK_N: tl.constexpr,
 ):
     HIST = WIDTH - 1  # history length (a constexpr)
@@ -244,7 +245,10 @@ def _causal_conv1d_update_kernel(
     # -- where the history starts, how far the state shifts ----------------
     if IS_SPEC:
         accepted = tl.load(accepted_ptr + row * stride_accepted).to(tl.int64)
-        off = tl.maximum(accepted - 1, 0)
+        if CLAMP_ACCEPTED:  # #48475: a count of 0 must not read column -1
+            off = tl.maximum(accepted - 1, 0)
+        else:
+            off = accepted - 1
         shift = 1
         new_len = HIST - 1 + seqlen
     else:
@@ -536,6 +540,7 @@ def causal_conv1d_update(
         IS_VARLEN=is_varlen,
         SILU=silu,
         GUARD=guard_for(bugs),
+        CLAMP_ACCEPTED=clamp_for(bugs),
         BLOCK_N=block_n,
         num_warps=num_warps,
     )

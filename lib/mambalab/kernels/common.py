@@ -36,4 +36,9 @@ def guard_for(bugs: BugConfig | None) -> int:
     return int((bugs if bugs is not None else active()).kernel_guard)
 
 
-__all__ = ["is_live_slot", "guard_for"]
+def clamp_for(bugs: BugConfig | None) -> bool:
+    """Whether kernels bound the state column ``num_accepted - 1`` (fixed #48475)."""
+    return (bugs if bugs is not None else active()).clamp_accepted
+
+
+__all__ = ["is_live_slot", "guard_for", "clamp_for"]

@@ -54,7 +54,7 @@ import triton.language as tl
 from .. import sanitizer
 from ..bugs import BugConfig
 from ..constants import NULL_BLOCK_ID
-from .common import guard_for, is_live_slot
+from .common import clamp_for, guard_for, is_live_slot
 from .gated_delta_rule_ref import validate_gdn_inputs
 
 KERNEL_NAME = "fused_recurrent_gated_delta_rule"
@@ -97,6 +97,7 @@ def _gdn_decode_kernel(
     IS_VARLEN: tl.constexpr,
     INDEXED: tl.constexpr,  # 0: none, 1: (N,), 2: (N, C), one slot per token
     IS_SPEC: tl.constexpr,  # num_accepted_tokens given (only with INDEXED == 2)
+    CLAMP_ACCEPTED: tl.constexpr,  # bound num_accepted - 1 to the columns (fixed #48475)
     HAS_BETA: tl.constexpr,
     USE_L2NORM: tl.constexpr,
     SIGMOID_GATING: tl.constexpr,  # g <- -exp(A_log) softplus(g + dt_bias), beta <- sigmoid(beta)
@@ -138,6 +139,8 @@ def _gdn_decode_kernel(
     else:
         if IS_SPEC:
             col = tl.load(num_accepted_tokens + i_n).to(tl.int64) - 1
+            if CLAMP_ACCEPTED:  # #48475: a count of 0 must not read column -1
+                col = tl.minimum(tl.maximum(col, 0), num_cols - 1)
         else:
             col = 0
         slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c).to(tl.int64)
@@ -349,6 +352,7 @@ def _launch(
         USE_L2NORM=bool(use_qk_l2norm_in_kernel),
         SIGMOID_GATING=A_log is not None,
         GUARD=guard,
+        CLAMP_ACCEPTED=clamp_for(bugs),
         num_warps=nw,
         num_stages=1,
         name=KERNEL_NAME,
@@ -390,7 +394,8 @@ def fused_recurrent_gated_delta_rule(
         ssm_state_indices: None (sequence n uses row n), ``(N,)`` one slot per
             sequence, or ``(N, C)`` one slot per token (spec decode).
         num_accepted_tokens: ``(N,)``: the initial state is read from column
-            ``num_accepted_tokens[n] - 1``; values must be in ``1..C``.
+            ``num_accepted_tokens[n] - 1``, clamped to ``0..C-1`` (unclamped under
+            the ``zero-accepted`` pre-fix behaviour: a 0 reads column -1).
         use_qk_l2norm_in_kernel: L2-normalise q and k per head first.
         null_block_id: the null block (0); which indices are skipped follows
             ``bugs`` (default: the active :class:`BugConfig`): fixed skips

@@ -48,7 +48,7 @@ from .. import sanitizer
 from ..bugs import BugConfig
 from ..constants import NULL_BLOCK_ID
 from ..device import INTERPRET
-from .common import guard_for, is_live_slot
+from .common import clamp_for, guard_for, is_live_slot
 from .selective_state_update_ref import prepare_ssu_inputs
 
 KERNEL_NAME = "selective_state_update"
@@ -93,6 +93,7 @@ def _ssu_kernel(
     HAS_NUM_ACCEPTED: tl.constexpr,
     IS_VARLEN: tl.constexpr,
     GUARD: tl.constexpr,  # mambalab.bugs.GuardMode
+    CLAMP_ACCEPTED: tl.constexpr,  # bound num_accepted - 1 to the columns (fixed #48475)
     BLOCK_M: tl.constexpr,  # rows of the head dim per program
     BLOCK_N: tl.constexpr,  # next_power_of_2(dstate): the whole state row
 ):
@@ -123,7 +124,10 @@ def _ssu_kernel(
     if HAS_INDICES:
         if HAS_NUM_ACCEPTED:
             num_accepted = tl.load(num_accepted_ptr + pid_r).to(tl.int64)
-            src_col = tl.minimum(tl.maximum(num_accepted - 1, 0), src_cols - 1)
+            if CLAMP_ACCEPTED:  # #48475: a count of 0 must not read column -1
+                src_col = tl.minimum(tl.maximum(num_accepted - 1, 0), src_cols - 1)
+            else:
+                src_col = num_accepted - 1
             src_slot = tl.load(src_idx_ptr + pid_r * s_src_row + src_col * s_src_col).to(tl.int64)
         else:
             src_slot = tl.load(src_idx_ptr + pid_r * s_src_row).to(tl.int64)
@@ -411,6 +415,7 @@ def selective_state_update(
         HAS_NUM_ACCEPTED=p.num_accepted_tokens is not None,
         IS_VARLEN=p.cu_seqlens is not None,
         GUARD=guard,
+        CLAMP_ACCEPTED=clamp_for(bugs),
         BLOCK_M=cfg.block_m,
         BLOCK_N=triton.next_power_of_2(p.dstate),
         num_warps=cfg.num_warps,
