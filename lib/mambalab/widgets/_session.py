@@ -1,0 +1,234 @@
+"""An engine built from a workload, stepped on demand, with a snapshot after every step.
+
+A :class:`Session` is what a panel's Step / Replay / Reset buttons drive:
+
+* ``advance()`` runs one ``Engine.step_once`` (inside the sanitizer's
+  ``recording()``), catches ``EngineCrash`` as the verdict does, and appends a
+  :class:`~._snapshot.StepSnapshot`;
+* ``run_to_end()`` steps until the workload is done (or crashed) and returns
+  the same :class:`~mambalab.scenarios.ReplayResult` that
+  ``mambalab.scenarios.replay`` builds for that workload and bug switch;
+* ``verdict_so_far(step)`` compares what was produced up to a step with the
+  per-request reference.
+
+Sessions are deterministic, so they are cached by their settings
+(:func:`session_for`): toggling the fix back and forth or returning to a knob
+value reuses the steps already computed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from time import perf_counter
+from typing import Hashable
+
+from ..bugs import BugConfig
+from ..engine import Engine, EngineCrash
+from ..reference import Verdict, judge, reference_output
+from ..sanitizer import recording
+from ..scenarios import ReplayResult, signatures
+from ..workload import Workload
+from ._snapshot import StepSnapshot, pool_holders, take_snapshot
+
+MAX_STEPS = 200  # as ``scenarios.run_workload``
+
+
+class Session:
+    """One engine for one (workload, bug switch), with the snapshot of every step so far."""
+
+    def __init__(self, workload: Workload, bugs: BugConfig, *, label: str, fixed: bool, seed: int,
+                 max_steps: int = MAX_STEPS) -> None:
+        self.workload = workload
+        self.bugs = bugs
+        self.label = label
+        self.fixed = fixed
+        self.seed = seed
+        self.max_steps = max_steps
+        self.engine: Engine | None = None
+        self.startup_error: str | None = None
+        self.crash: EngineCrash | None = None
+        self.error: str | None = None  # a step that failed outside the engine's own crash handling
+        self.result: ReplayResult | None = None
+        self.expected: dict[str, list[int]] = {}
+        self.step_seconds: list[float] = []
+        t = perf_counter()
+        try:
+            self.engine = Engine(workload.cfg, bugs)
+            self.engine.schedule_events(workload.events)
+        except Exception as e:  # noqa: BLE001 - e.g. a CUDA graph that cannot be captured (#41233)
+            self.startup_error = f"at CUDA-graph capture (engine start-up): {type(e).__name__}: {e}"
+            self.engine = None
+        self.init_seconds = perf_counter() - t
+        self.history: list[StepSnapshot] = []
+        if self.engine is not None:
+            self.history.append(take_snapshot(self.engine, bugs, records=[], log=None, holders_before=None,
+                                              status_before=None, crash=None, previous=None))
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def num_ranks(self) -> int:
+        return self.workload.cfg.data_parallel_size
+
+    @property
+    def last_step(self) -> int:
+        """The last step computed so far (0: none)."""
+        return len(self.history) - 1 if self.history else 0
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more to step: start-up failed, the engine crashed, or the workload is done."""
+        if self.engine is None or self.crash is not None or self.error is not None:
+            return True
+        return not self.engine.has_work() or self.engine.step >= self.max_steps
+
+    @property
+    def over_limit(self) -> bool:
+        return self.engine is not None and self.engine.has_work() and self.engine.step >= self.max_steps
+
+    def snapshot(self, step: int) -> StepSnapshot | None:
+        if not self.history:
+            return None
+        return self.history[max(0, min(step, len(self.history) - 1))]
+
+    # -- stepping ------------------------------------------------------------------------------
+    def advance(self) -> StepSnapshot | None:
+        """One engine step (None when there is nothing left to step)."""
+        if self.finished:
+            return None
+        eng = self.engine
+        assert eng is not None
+        holders = pool_holders(eng)
+        status = {rid: res.status for rid, res in eng.results.items()}
+        crash = None
+        records = []
+        t = perf_counter()
+        with recording() as log:
+            try:
+                records = eng.step_once()
+            except EngineCrash as c:
+                crash = c
+            except Exception as e:  # noqa: BLE001 - an event the engine refused (e.g. a prompt too long)
+                crash = EngineCrash(eng.step, -1, e)
+        if crash is not None:
+            self.crash = crash
+        for rid, res in eng.results.items():
+            if rid not in self.expected:
+                self.expected[rid] = reference_output(eng, res.prompt, res.max_tokens)
+        snap = take_snapshot(eng, self.bugs, records=records, log=log, holders_before=holders, status_before=status,
+                             crash=crash, previous=self.history[-1] if self.history else None)
+        snap.step_seconds = perf_counter() - t
+        self.step_seconds.append(snap.step_seconds)
+        self.history.append(snap)
+        return snap
+
+    def advance_to(self, step: int) -> int:
+        """Step until ``step`` is computed or nothing is left; returns the last step computed."""
+        while self.last_step < step and not self.finished:
+            self.advance()
+        return self.last_step
+
+    def run_to_end(self) -> ReplayResult:
+        """Step to the end and judge it, exactly as ``scenarios.run_workload`` + ``replay`` do."""
+        if self.result is not None:
+            return self.result
+        while not self.finished:
+            self.advance()
+        self.result = self._judge()
+        return self.result
+
+    def _judge(self) -> ReplayResult:
+        if self.engine is None:
+            verdict = Verdict(ok=False, crash=self.startup_error)
+            records = []
+        else:
+            records = self.engine.records
+            if self.crash is not None:
+                verdict = judge(self.engine, self.crash)
+            elif self.over_limit:
+                verdict = Verdict(ok=False, crash=f"the workload did not finish within {self.max_steps} steps",
+                                  steps=self.engine.step)
+            else:
+                verdict = judge(self.engine)
+        return ReplayResult(self.label, self.fixed, self.seed, verdict, signatures(records, verdict),
+                            self.workload.describe())
+
+    # -- words -------------------------------------------------------------------------------
+    def verdict_so_far(self, step: int) -> tuple[str, bool | None]:
+        """A one-line verdict of the tokens produced up to ``step``: ``(text, ok)`` (ok None: nothing yet)."""
+        if self.engine is None:
+            return f"CRASH: {self.startup_error}", False
+        snap = self.snapshot(step)
+        if snap is None:
+            return "nothing has run yet", None
+        if snap.crash is not None:
+            if self.result is not None:
+                return self.result.verdict.summary(), False
+            return judge(self.engine, snap.crash).summary(), False
+        first = None
+        compared = 0
+        for rid, got in snap.got.items():
+            exp = self.expected.get(rid, [])
+            for i, (e, g) in enumerate(zip(exp, got)):
+                compared += 1
+                if e != g:
+                    step_of = self._token_step(rid, i)
+                    cand = (step_of, rid, i, e, g)
+                    if first is None or cand[:2] < first[:2]:
+                        first = cand
+                    break
+        if first is not None:
+            s, rid, i, e, g = first
+            n = sum(1 for r, got in snap.got.items()
+                    if any(a != b for a, b in zip(self.expected.get(r, []), got)))
+            return (f"DIVERGED so far: step {s}: request {rid} (rank {snap.rank_of.get(rid, 0)}) output token "
+                    f"#{i}: expected {e}, got {g} ({n} request(s) differ)"), False
+        if not snap.got:
+            return "no request has arrived yet", None
+        if compared == 0:
+            return f"no output token yet ({len(snap.got)} request(s) in the engine)", None
+        return f"so far every token matches the reference ({compared} tokens compared)", True
+
+    def _token_step(self, rid: str, pos: int) -> int:
+        res = self.engine.results.get(rid) if self.engine else None
+        if res is not None and pos < len(res.token_steps):
+            return res.token_steps[pos]
+        return self.engine.step if self.engine else 0
+
+
+# -- cache -------------------------------------------------------------------------------------
+
+_SESSIONS: OrderedDict[Hashable, Session] = OrderedDict()
+MAX_SESSIONS = 12
+
+
+def session_for(key: Hashable, make, *, fresh: bool = False) -> Session:
+    """The cached session for ``key`` (``make()`` builds one); ``fresh``: always a new engine."""
+    if not fresh and key in _SESSIONS:
+        _SESSIONS.move_to_end(key)
+        return _SESSIONS[key]
+    s = make()
+    _SESSIONS[key] = s
+    _SESSIONS.move_to_end(key)
+    while len(_SESSIONS) > MAX_SESSIONS:
+        _SESSIONS.popitem(last=False)
+    return s
+
+
+def clear_sessions() -> None:
+    _SESSIONS.clear()
+
+
+@contextlib.contextmanager
+def no_session_cache():
+    """Build sessions without the cache (benchmarks)."""
+    saved = dict(_SESSIONS)
+    _SESSIONS.clear()
+    try:
+        yield
+    finally:
+        _SESSIONS.clear()
+        _SESSIONS.update(saved)
+
+
+__all__ = ["Session", "session_for", "clear_sessions", "MAX_STEPS"]

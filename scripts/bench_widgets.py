@@ -1,0 +1,140 @@
+"""How fast the control panels redraw: per panel, the redraw after a knob change and the engine step time.
+
+    .venv/bin/python scripts/bench_widgets.py            # every panel, 6 knob changes each
+    .venv/bin/python scripts/bench_widgets.py --reps 10 --panels stale-is-prefilling explorer
+
+For each panel (built headless, "verdict on every change" off) the script
+steps to the step where its bug shows, then changes knobs the way a learner
+does (fix on/off, seed, one scenario knob), each change keeping that step.
+A change has two parts, timed apart:
+
+* engine: building (or reusing) the engine for the new settings and bringing
+  it to the step shown: not a redraw, reported as "engine after change";
+* redraw: findings of every view, texts, and the selected figure drawn into
+  its reused ``Figure`` and rendered to PNG. The PNG cache is emptied
+  before every change, so each redraw really draws (a learner returning to
+  a setting would get it from the cache, in ~1 ms).
+
+Also reported: the engine step time (``Engine.step_once`` + snapshot) and the
+redraw after a step. Wall-clock and CPU (process) time are both given: on a
+shared machine the wall time includes waiting for a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+
+from mambalab.widgets import bug_panel, clear_caches, engine_explorer  # noqa: E402
+from mambalab.widgets._views import clear_png_cache  # noqa: E402
+
+# (panel, how to build it, the step to go to, the knob changes to cycle through)
+PANELS = {
+    "pad-minus-one": (lambda: bug_panel("pad-minus-one", auto_verdict=False), 2,
+                      [dict(fixed=True), dict(fixed=False), dict(seed=1), dict(fixed=True), dict(requests=2),
+                       dict(requests=3, fixed=False, seed=0)]),
+    "stale-rows": (lambda: bug_panel("stale-rows", auto_verdict=False), 4,
+                   [dict(fixed=True), dict(fixed=False), dict(seed=1), dict(fixed=True), dict(max_num_seqs=2),
+                    dict(max_num_seqs=4, fixed=False, seed=0)]),
+    "guard-lt-zero": (lambda: bug_panel("guard-lt-zero", auto_verdict=False), 2,
+                      [dict(fixed=True), dict(fixed=False), dict(seed=1), dict(fixed=True), dict(requests=2),
+                       dict(requests=3, fixed=False, seed=0)]),
+    "spec-slots/gather": (lambda: bug_panel("spec-slots/gather", auto_verdict=False), 3,
+                          [dict(fixed=True), dict(fixed=False), dict(seed=2), dict(fixed=True),
+                           dict(acceptance=0.5), dict(acceptance="schedule", fixed=False, seed=0)]),
+    "stale-is-prefilling": (lambda: bug_panel("stale-is-prefilling", auto_verdict=False), 4,
+                            [dict(fixed=True), dict(fixed=False), dict(seed=1), dict(fixed=True),
+                             dict(x_len=30), dict(x_len=36, fixed=False, seed=0)]),
+    "explorer": (lambda: engine_explorer(seed=3, num_requests=4), 3,
+                 [dict(bugs=["stale-is-prefilling"]), dict(bugs=[]), dict(seed=4), dict(bugs=["guard-lt-zero"]),
+                  dict(acceptance=0.75), dict(seed=3, bugs=[], acceptance=0.5)]),
+}
+
+
+def pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = (len(s) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def ms(xs: list[float]) -> str:
+    return f"{1000 * statistics.median(xs):6.0f} / {1000 * pct(xs, 0.9):6.0f}" if xs else "     – /      –"
+
+
+def bench(name: str, reps: int) -> dict:
+    make, target, changes = PANELS[name]
+    clear_caches()
+    p = make()
+    steps, step_redraw = [], []
+    for _ in range(target):
+        clear_png_cache()
+        p.step_button.click()
+        snap = p.session.snapshot(p.cursor)
+        steps.append(snap.step_seconds)
+        step_redraw.append(p.last_redraw_s)
+    redraw, redraw_cpu, engine = [], [], []
+    for i in range(reps):
+        change = changes[i % len(changes)]
+        clear_png_cache()
+        p._findings_memo.clear()
+        n = len(p.timings["redraw"])
+        p.set(**change)
+        assert len(p.timings["redraw"]) == n + 1, "a knob change must redraw exactly once"
+        redraw.append(p.timings["redraw"][-1])
+        redraw_cpu.append(p.timings["redraw_cpu"][-1])
+        engine.append(p.last_engine_s)
+    views = {}
+    for v in p.view_names:  # one render of every view at the final state (as when its tab is opened)
+        clear_png_cache()
+        p.slots[v].key = None
+        t = time.perf_counter()
+        p._render(v)
+        views[v] = time.perf_counter() - t
+    return dict(panel=name, step=steps, redraw_after_step=step_redraw, redraw=redraw, redraw_cpu=redraw_cpu,
+                engine_after_change=engine, render_per_view=views, shown_step=p.cursor)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=6, help="knob changes per panel (default 6)")
+    ap.add_argument("--panels", nargs="*", default=list(PANELS), choices=list(PANELS))
+    ap.add_argument("--json", type=Path, help="also write the raw timings here")
+    args = ap.parse_args(argv)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"{os.cpu_count()} CPUs, load average {load:.2f} at start; times in ms, median / p90\n")
+    head = (f"{'panel':22s} {'redraw after knob':>17s} {'(CPU)':>15s} {'redraw after step':>17s} "
+            f"{'engine step':>15s} {'engine after change':>19s}")
+    print(head)
+    print("-" * len(head))
+    results = []
+    for name in args.panels:
+        r = bench(name, args.reps)
+        results.append(r)
+        print(f"{name:22s} {ms(r['redraw']):>17s} {ms(r['redraw_cpu']):>15s} {ms(r['redraw_after_step']):>17s} "
+              f"{ms(r['step']):>15s} {ms(r['engine_after_change']):>19s}", flush=True)
+    all_redraw = [x for r in results for x in r["redraw"]]
+    all_cpu = [x for r in results for x in r["redraw_cpu"]]
+    print("-" * len(head))
+    print(f"{'all panels':22s} {ms(all_redraw):>17s} {ms(all_cpu):>15s}")
+    print("\nrender of one view (draw into the reused figure + PNG), ms, at each panel's last state:")
+    for r in results:
+        print(f"  {r['panel']:22s} " + "  ".join(f"{v} {1000 * t:.0f}" for v, t in r["render_per_view"].items()))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\nload average {load:.2f} at the end")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,259 @@
+"""The control panels, driven headless: set widget values, click buttons, read what the panel shows.
+
+No browser and no kernel: ipywidgets fire ``observe`` callbacks on Python-side
+``.value = ...`` and ``Button.click()`` runs the ``on_click`` handlers, so
+"knob moved → engine rebuilt → figure redrawn → verdict flips" is tested here
+exactly as a learner would trigger it. Engines are small (the Triton
+interpreter is slow): each test steps only as far as its point needs.
+"""
+
+import io
+
+import ipywidgets as widgets
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from mambalab import scenarios, viz
+from mambalab.bugs import BugConfig
+from mambalab.widgets import SPECS, VIEWS, EngineExplorer, bug_panel, clear_caches, engine_explorer, panel_ids
+from mambalab.widgets import pad_minus_one, spec_slots, stale_is_prefilling, stale_rows, guard_lt_zero
+
+
+def pixels(png: bytes) -> np.ndarray:
+    return imread(io.BytesIO(png), format="png")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    """Sessions, verdicts and figures are cached by settings: every test starts from nothing."""
+    clear_caches()
+    yield
+    clear_caches()
+
+
+@pytest.fixture(autouse=True)
+def _nothing_printed(capsys):
+    """Callbacks write only into the panel's own widgets."""
+    yield
+    out, err = capsys.readouterr()
+    assert out == "" and err == "", (out, err)
+
+
+# -- the scenarios behind the panels -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module, scenario", [
+    (pad_minus_one, scenarios.pad_minus_one), (stale_rows, scenarios.stale_rows),
+    (guard_lt_zero, scenarios.guard_lt_zero), (spec_slots, scenarios.spec_slots),
+    (stale_is_prefilling, scenarios.stale_is_prefilling)],
+    ids=["pad-minus-one", "stale-rows", "guard-lt-zero", "spec-slots", "stale-is-prefilling"])
+def test_knob_recipes_equal_the_scenarios_at_their_defaults(module, scenario):
+    for seed in range(4):
+        assert module.recipe(seed) == scenario(seed)
+        assert module.workload(seed) == scenario(seed)
+    defaults = module.SPEC.defaults()
+    assert set(defaults) == {k.name for k in module.SPEC.knobs} and defaults["seed"] == 0
+
+
+def test_every_catalogue_id_has_a_panel():
+    assert set(SPECS) >= {"pad-minus-one", "stale-rows", "guard-lt-zero", "spec-slots", "stale-is-prefilling"}
+    covered = {"pad-minus-one", "stale-rows", "guard-lt-zero", "spec-slots", "stale-is-prefilling",
+               "spec-slots/gather"}  # each has its own test below
+    for bug in [b for b in panel_ids() if b not in covered]:
+        p = bug_panel(bug, auto_verdict=False)
+        assert isinstance(p.widget, widgets.VBox)
+        assert "application/vnd.jupyter.widget-view+json" in p._repr_mimebundle_()
+        assert p.figure_png()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "at step 0" in p.verdict_text and p.cursor == 0
+        assert p.switch == bug
+    # a crash at start-up is a verdict too, the same one ``replay`` gives
+    p = bug_panel("spec-slots/width")
+    assert p.result.report() == scenarios.replay("spec-slots/width").report()
+    assert "could not start" in p.message.value
+    with pytest.raises(KeyError):
+        bug_panel("no-such-bug")
+    with pytest.raises(TypeError):
+        bug_panel("stale-rows", requests=3)  # not a knob of this scenario
+
+
+# -- step, redraw in place, the fix at the same step ------------------------------------------------
+
+
+def test_step_redraws_in_place_and_the_fix_keeps_the_step():
+    p = bug_panel("stale-is-prefilling", auto_verdict=False)
+    assert p.selected_view == "metadata" and p.engine.step == 0
+    before = pixels(p.figure_png())
+    for _ in range(3):
+        p.step_button.click()
+    fig = p.slots["metadata"].fig
+    at3 = pixels(p.figure_png())
+    drawn3 = viz.figure_to_array(fig)
+    p.step_button.click()
+    assert p.engine.step == 4 and p.cursor == 4
+    assert p.slots["metadata"].fig is fig  # same shape: redrawn into the same figure (fig=)
+    assert not np.array_equal(drawn3, viz.figure_to_array(fig))
+    at4 = pixels(p.figure_png())
+    assert not np.array_equal(before, at3) and not np.array_equal(at3, at4)
+    # the fast in-place render gives exactly the pixels of a fresh drawing rendered by viz.figure_to_png
+    assert np.array_equal(at4, pixels(viz.figure_to_png(VIEWS["metadata"].draw(p._vi, None))))
+    assert "padded row 3 counted as a prefill (stale is_prefilling)" in p.findings["metadata"].value
+    assert p.tabs.titles[p.view_names.index("metadata")].startswith("✗")
+    assert "DIVERGED so far: step 4: request C" in p.verdict_text
+    bugged_engine = p.engine
+
+    p.fix_toggle.value = True  # the learner flips the fix at step 4: same step, fixed engine
+    assert p.cursor == 4 and p.engine is not bugged_engine and p.engine.step == 4
+    assert p.engine.bugs == BugConfig()
+    assert "counted as a prefill" not in p.findings["metadata"].value
+    assert "graph buffers refreshed" in p.findings["metadata"].value
+    assert "so far every token matches" in p.verdict_text
+    assert not np.array_equal(at4, pixels(p.figure_png()))
+
+    p.fix_toggle.value = False  # back: the cached session, no engine work
+    assert p.engine is bugged_engine and p.cursor == 4
+    assert np.array_equal(at4, pixels(p.figure_png()))
+
+
+def test_verdict_flips_when_the_fix_is_toggled():
+    p = bug_panel("pad-minus-one", seed=3)  # verdict on every change: the whole scenario runs (seed 3: short)
+    assert p.verdict_text.startswith("pad-minus-one (pre-fix), seed 3: ILLEGAL MEMORY ACCESS at step 2")
+    assert "✗ FAILS" in p.verdict.value
+    p.fix_toggle.value = True
+    assert p.result.verdict.ok and p.result.fixed
+    assert p.verdict_text.startswith("pad-minus-one (fixed), seed 3: OK: every request matches its reference")
+    assert "✓ OK" in p.verdict.value
+    p.fix_toggle.value = False
+    assert "ILLEGAL MEMORY ACCESS" in p.verdict_text
+
+    # step to the crash: the access map of the last step shows the -1
+    p.step_button.click()
+    p.step_button.click()
+    assert p.cursor == 2
+    assert "The engine crashed in step 2" in p.message.value
+    p.tabs.selected_index = p.view_names.index("access_map")
+    assert "row 3 loaded from and stored to slot -1 (illegal" in p.findings["access_map"].value
+    assert p.slots["access_map"].fig.axes[0].get_title(loc="left").startswith("row 3 loaded from and stored to slot -1")
+    assert "row 3 holds -1 (PAD_SLOT_ID) on the device" in p.findings["block_table"].value
+    p.step_button.click()  # nothing left: a message, no exception
+    assert "nothing left to step" in p.message.value
+
+
+def test_guard_lt_zero_padded_rows_write_the_null_block():
+    p = bug_panel("guard-lt-zero", auto_verdict=False)
+    assert p.selected_view == "access_map"
+    p.step_button.click()
+    p.step_button.click()
+    assert p.cursor == 2
+    assert "row 3 loaded from and stored to null block 0" in p.findings["access_map"].value
+    assert "null block 0 was written by row 3" in p.findings["state_pool"].value
+    assert p.slots["state_pool"].key is None  # not drawn until its tab is opened
+    p.tabs.selected_index = p.view_names.index("state_pool")
+    assert p.slots["state_pool"].key == p._content_key("state_pool")
+    assert p.slots["state_pool"].fig.axes[0].get_title(loc="left").startswith("null block 0 was written by row 3")
+
+
+def test_back_replay_reset():
+    p = bug_panel("pad-minus-one", auto_verdict=False)
+    p.step_button.click()
+    engine = p.engine
+    assert p.cursor == 1 and engine.step == 1 and p.result is None
+    assert "whole scenario: not run yet" in p.verdict_text and "? whole scenario" in p.verdict.value
+    p.back_button.click()
+    assert p.cursor == 0 and p.engine is engine and engine.step == 1  # no engine work
+    p.step_button.click()
+    assert p.cursor == 1 and engine.step == 1  # already computed: shown, not recomputed
+    p.replay_button.click()
+    r = p.result
+    assert r is not None and r.verdict.illegal and p.cursor == engine.step == 2
+    assert "✗ FAILS" in p.verdict.value and "illegal" in p.findings["access_map"].value
+    p.reset_button.click()
+    assert p.cursor == 0 and p.engine is not engine and p.engine.step == 0
+    assert p.result is r  # the verdict of these settings is kept
+
+
+# -- extreme values: a message, never an exception ---------------------------------------------------
+
+
+def test_zero_requests_and_capture_size_one():
+    p = bug_panel("pad-minus-one", auto_verdict=False, requests=0)
+    assert "No requests" in p.message.value
+    p.step_button.click()
+    assert "nothing left to step" in p.message.value and p.cursor == 0
+    p.replay_button.click()
+    assert p.result.verdict.ok
+    p.set(requests=2, max_num_seqs=1)
+    assert "max_num_seqs = 1" in p.message.value
+    p.step_button.click()
+    p.step_button.click()
+    assert p.cursor == 2 and "ILLEGAL" not in p.verdict_text
+    p.set(cudagraph=False)
+    assert "FULL CUDA graphs are off" in p.message.value
+
+
+def test_every_row_padded_dummy_batch_on_the_idle_rank():
+    p = bug_panel("stale-rows", auto_verdict=False)
+    assert p.rank == 1 and not p.rank_select.disabled
+    for _ in range(3):
+        p.step_button.click()
+    rv = p._vi.rv
+    assert rv.kind == "dummy" and rv.n == 0 and rv.p >= 1
+    assert "every row is padding" in p.message.value
+    assert "a padded or dummy row reads and writes it this step" in p.findings["block_table"].value
+    assert "wrote block 1, which no request holds" in p.findings["state_pool"].value
+    a = pixels(p.figure_png())
+    p.rank_select.value = 0  # the busy rank at the same step
+    assert p._vi.rv.kind == "step" and not np.array_equal(a, pixels(p.figure_png()))
+    for _ in range(3):
+        p.back_button.click()  # back to step 0 (no engine work), so the next engine has nothing to catch up
+    p.set(dp=1)
+    assert "One DP rank" in p.message.value and p.rank_select.disabled and p.rank == 0
+
+
+def test_spec_slots_parts_and_maximum_speculative_tokens():
+    p = bug_panel("spec-slots", auto_verdict=False)
+    assert p.engine is None and "could not start" in p.message.value
+    p.step_button.click()
+    assert "did not start" in p.message.value
+    p.replay_button.click()
+    assert "capture" in p.result.verdict.crash
+    p.set(part="spec-slots/gather", num_spec=3, requests=1)
+    assert p.engine is not None and "3 speculative tokens" in p.message.value
+    p.step_button.click()
+    p.step_button.click()
+    assert p.cursor == 2 and p.engine.cfg.runner.num_speculative_tokens == 3
+    assert p.figure_png()[:4] == b"\x89PNG"
+
+
+def test_a_failing_callback_is_shown_in_the_panel(monkeypatch):
+    p = bug_panel("pad-minus-one", auto_verdict=False)
+
+    def boom():
+        print("noise from inside")
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(p.session, "advance", boom)
+    p.step_button.click()  # no exception escapes, nothing reaches stdout
+    assert "Internal error" in p.message.value and "kaboom" in p.message.value
+    text = "".join(o.get("text", "") for o in p.log.outputs)
+    assert "RuntimeError: kaboom" in text and "noise from inside" in text
+
+
+# -- the engine explorer ----------------------------------------------------------------------------
+
+
+def test_engine_explorer_steps_a_random_workload():
+    p = engine_explorer(seed=4, num_requests=2, data_parallel_size=2)
+    assert isinstance(p, EngineExplorer) and p.engine.cfg.data_parallel_size == 2
+    a = pixels(p.figure_png())
+    for _ in range(2):
+        p.step_button.click()
+    assert p.engine.step == 2
+    assert not np.array_equal(a, pixels(p.figure_png()))
+    p.rank_select.value = 1  # r0 finished on rank 1 after one token: rank 1 runs a dummy batch
+    assert p.rank == 1 and p._vi.rv.kind == "dummy" and "every row is padding" in p.message.value
+    p.back_button.click()
+    p.bug_select.value = ("stale-rows",)  # same step, the bug switched on
+    assert p.cursor == 1 and p.engine.bugs == BugConfig.with_bugs("stale-rows") and p.engine.step == 1
+    with pytest.raises(KeyError):
+        engine_explorer(bugs=["nope"])
