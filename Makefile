@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# The library tests and every notebook under nbval's strict mode (committed
+# outputs compared after sanitizing addresses, timings and figure sizes).
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: lab test compat bench clean
 
@@ -14,7 +17,7 @@ lab: $(VENV)/.installed
 	$(VENV)/bin/jupyter lab notebooks/
 
 test: $(VENV)/.installed
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
 
 # The interpreter-facing tests again under the oldest supported Triton (3.6).
 compat: $(VENV)/.installed

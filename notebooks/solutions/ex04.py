@@ -1,0 +1,27 @@
+"""Solutions of 04_stale_is_prefilling: the one-line fix, Mamba's split, who reads what."""
+
+
+def is_prefilling_fixed(num_computed, num_prompt, num_reqs, num_reqs_padded):
+    # computed < prompt over the padded rows (stale counts and all), then #41873's line:
+    # is_prefilling[num_reqs:] = False.
+    flags = [num_computed[i] < num_prompt[i] for i in range(num_reqs_padded)]
+    return flags[:num_reqs] + [False] * (num_reqs_padded - num_reqs)
+
+
+def mamba_split(query_lens, is_prefilling, threshold):
+    # Mamba passes treat_short_extends_as_decodes=False: a row is a prefill when its query is
+    # longer than the threshold OR its is_prefilling flag is set. Decodes come first; the first
+    # prefill ends them.
+    if query_lens[0] > threshold:
+        return 0, len(query_lens)
+    flags = [q > threshold or p for q, p in zip(query_lens, is_prefilling)]
+    if not any(flags):
+        return len(query_lens), 0
+    first = flags.index(True)
+    return first, len(query_lens) - first
+
+
+def rows_on_wrong_state(graph_slots, own_slots):
+    # A replayed graph reads its persistent buffer; a live row whose buffer entry is not its own
+    # block reads (and writes) somebody else's state.
+    return [i for i, own in enumerate(own_slots) if graph_slots[i] != own]
