@@ -92,3 +92,22 @@ def test_engine_bad_input():
     engine.add_request("a", [1, 2], 2)
     with pytest.raises(ValueError, match="already"):
         engine.add_request("a", [1, 2], 2)
+
+
+def test_eager_dummy_run_touches_no_state():
+    """DP 2, max_num_seqs 3: graphs of 1 and 2 tokens only. Rank 0 prefills 3 tokens while rank 1
+    is idle, its finished one-token request still counted as prefilling in row 0. The idle rank's
+    dummy batch of 3 is not a captured size, so (as vLLM's ``_dummy_run``) it runs with no
+    attention metadata: no split, no kernel, no state read or written."""
+    from mambalab.scenarios import run_workload
+    from mambalab.workload import Workload
+
+    rc = RunnerConfig(max_num_seqs=3, max_num_batched_tokens=8, max_model_len=32, block_size=4,
+                      num_blocks=48, mamba_cache_mode="none", cudagraph=True)
+    w = Workload(EngineConfig(rc, data_parallel_size=2, model_seed=9),
+                 {1: [Add("r0", (1,), 1, 1)], 2: [Add("r1", (11, 6, 16), 1, 0)]})
+    verdict, records = run_workload(w, BugConfig())
+    assert verdict.ok, verdict.summary()
+    dummy = [r for r in records if r.kind == "dummy" and r.step == 2]
+    assert len(dummy) == 1 and dummy[0].mode == "NONE" and dummy[0].num_tokens == 3
+    assert dummy[0].state_slots == [] and dummy[0].num_decodes == dummy[0].num_prefills == 0

@@ -261,20 +261,32 @@ class ModelRunner:
         return sampled, record
 
     def dummy_run(self, num_tokens: int) -> StepRecord:
-        """An idle DP rank's step: a dummy uniform decode batch of ``num_tokens`` (``_dummy_run``)."""
+        """An idle DP rank's step: a dummy uniform decode batch of ``num_tokens`` (``_dummy_run``).
+
+        The buffers are filled and the block table committed either way. Only
+        a FULL graph replay builds attention metadata and so touches state
+        (through whatever the dummy rows' block-table rows hold, #37728); an
+        eager dummy run has no attention metadata, and vLLM's Mamba mixers
+        return without reading or writing any state.
+        """
         self.step_index += 1
-        md = self._dummy_metadata(num_tokens)
-        size = num_tokens
         uq = self.cfg.uniform_decode_query_len
+        if num_tokens not in self.graphs:
+            p = self.buffers.prepare_dummy_run(self.input_batch, num_tokens, uq, self.cfg.max_num_seqs, self.bugs)
+            record = StepRecord(
+                step=self.step_index, rank=self.rank, kind="dummy", mode=CUDAGraphMode.NONE.name,
+                num_reqs=p.num_reqs, num_reqs_padded=p.num_reqs, num_tokens=num_tokens,
+                num_tokens_padded=num_tokens, req_ids=[], num_decodes=0, num_prefills=0, refreshed=False,
+                num_accepted_in=self.buffers.num_accepted_tokens.np[: p.num_reqs].tolist())
+            self.last_record = record
+            record.null_block_dirty = not self.state.slot_is_zero(NULL_BLOCK_ID)
+            return record
+        md = self._dummy_metadata(num_tokens)
         num_reqs = md.num_reqs
-        desc = BatchDescriptor(num_tokens, num_reqs, num_tokens, num_reqs, True, uq,
-                               CUDAGraphMode.FULL if size in self.graphs else CUDAGraphMode.NONE)
+        desc = BatchDescriptor(num_tokens, num_reqs, num_tokens, num_reqs, True, uq, CUDAGraphMode.FULL)
         record = self._record("dummy", desc, md, None, [])
         self.last_record = record
-        if size in self.graphs:
-            self.graphs[size].replay()
-        else:
-            self._decode_body(md, num_tokens)()
+        self.graphs[num_tokens].replay()
         record.null_block_dirty = not self.state.slot_is_zero(NULL_BLOCK_ID)
         return record
 
