@@ -1,17 +1,28 @@
 """Sweep the launch parameters of the three kernels on a GPU (prints the best per case).
 
-The launch rules in the kernel modules were chosen by reasoning; this sweep
-measures the alternatives with the benchmark's cold-cache CUDA-graph timing.
-Usage: python scripts/tune_launch.py [--json FILE] [--batches 1,64,256]
+The launch rules in the kernel modules are the winners of this sweep; it
+measures each alternative with the benchmark's cold-cache CUDA-graph timing
+(``mambalab.bench``: same shapes, same bytes). Usage::
+
+    python scripts/tune_launch.py [--kernels ssu,gdn,conv] [--dtypes fp32,bf16]
+        [--batches 1,64,256,9:16] [--old DIR] [--json FILE] [--wide]
+
+A batch ``A:C`` is ``A`` requests padded to a captured size ``C`` with null
+rows. ``--old DIR`` adds a baseline configuration "previous": the kernel
+modules found in ``DIR`` (e.g. ``git show HEAD:lib/mambalab/kernels/X.py``),
+run with their own launch rules, so a change is judged against the code it
+replaces in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import itertools
 import json
 import sys
+from pathlib import Path
 
 import torch
 
@@ -22,37 +33,61 @@ from mambalab.kernels import selective_state_update as ssu_mod
 
 
 @contextlib.contextmanager
-def patched(module, name, value):
-    old = getattr(module, name)
-    setattr(module, name, value)
+def patched(*changes):
+    """Set ``(module, name, value)`` attributes for the block, then put the old values back."""
+    old = [(m, n, getattr(m, n)) for m, n, _ in changes]
+    for m, n, v in changes:
+        setattr(m, n, v)
     try:
         yield
     finally:
-        setattr(module, name, old)
+        for m, n, v in old:
+            setattr(m, n, v)
 
 
-# (tile sizes, warps) per kernel; --wide for the first, broad sweep.
-NARROW = {"ssu": ([4, 8, 16, 32], [1, 2]), "gdn": ([4, 8, 16, 32], [1, 2]), "conv": ([32, 64, 128, 256], [1, 2])}
-WIDE = {"ssu": ([4, 8, 16, 32, 64], [2, 4, 8, 16]), "gdn": ([4, 8, 16, 32, 64], [1, 2, 4, 8]),
-        "conv": ([64, 128, 256, 512, 1024, 2048], [1, 2, 4, 8])}
+# per kernel: the narrow sweep (default) and the broad one (--wide)
+NARROW = {
+    "ssu": dict(block_m=[4, 8, 16], warps=[1]),
+    "gdn": dict(bv_split=[(8, 1), (16, 1), (16, 2), (32, 2)], warps=[1]),
+    "conv": dict(column_bytes=[256, 512], rows=[1, 2, 4, 8]),
+}
+WIDE = {
+    "ssu": dict(block_m=[4, 8, 16, 32, 64], warps=[1, 2, 4]),
+    "gdn": dict(bv_split=[(4, 1), (8, 1), (8, 2), (16, 1), (16, 2), (32, 1), (32, 2), (64, 2)], warps=[1, 2]),
+    "conv": dict(column_bytes=[128, 256, 512, 1024], rows=[1, 2, 4, 8, 16]),
+}
 SWEEP = dict(NARROW)
+OLD: dict[str, object] = {}  # kernel -> module loaded from --old
 
 
 def ssu_configs():
-    for bm, w in itertools.product(*SWEEP['ssu']):
-        yield f"BLOCK_M={bm} warps={w}", lambda bm=bm, w=w: ssu_mod.launch_config_override(ssu_mod.LaunchConfig(bm, w))
+    for bm, w in itertools.product(SWEEP["ssu"]["block_m"], SWEEP["ssu"]["warps"]):
+        yield f"BLOCK_M={bm} warps={w}", lambda bm=bm, w=w: ssu_mod.launch_config_override(
+            ssu_mod.LaunchConfig(bm, w))
+    if "ssu" in OLD:
+        old = OLD["ssu"]
+        yield "previous", lambda: patched((ssu_mod, "selective_state_update", old.selective_state_update))
 
 
 def gdn_configs():
-    for bv, w in itertools.product(*SWEEP['gdn']):
-        yield f"BV={bv} warps={w}", lambda bv=bv, w=w: patched(
-            gdn_mod, "launch_config", lambda K, V, HV, N, es, sms=132, bv=bv, w=w: (triton_np2(K), bv, w))
+    for (bv, split), w in itertools.product(SWEEP["gdn"]["bv_split"], SWEEP["gdn"]["warps"]):
+        rule = lambda K, V, HV, N, es, sms=132, bv=bv, w=w: (triton_np2(K), bv, w)  # noqa: E731
+        yield f"BV={bv} SPLIT={split} warps={w}", lambda rule=rule, split=split: patched(
+            (gdn_mod, "launch_config", rule), (gdn_mod, "SPLIT_BY_ELEMENT_SIZE", {2: split, 4: split}))
+    if "gdn" in OLD:
+        old = OLD["gdn"]
+        yield "previous", lambda: patched(
+            (gdn_mod, "fused_recurrent_gated_delta_rule", old.fused_recurrent_gated_delta_rule))
 
 
 def conv_configs():
-    for bn, w in itertools.product(*SWEEP['conv']):
-        yield f"BLOCK_N={bn} warps={w}", lambda bn=bn, w=w: patched(
-            conv_mod, "launch_config", lambda dim, batch, dtype, device, bn=bn, w=w: (bn, w))
+    for cb, rows in itertools.product(SWEEP["conv"]["column_bytes"], SWEEP["conv"]["rows"]):
+        yield f"column={cb}B ROWS={rows}", lambda cb=cb, rows=rows: patched(
+            (conv_mod, "DECODE_COLUMN_BYTES", cb), (conv_mod, "DECODE_ROWS", rows))
+    if "conv" in OLD:
+        old = OLD["conv"]
+        yield "previous", lambda: patched((conv_mod, "causal_conv1d_update", old.causal_conv1d_update),
+                                          (conv_mod, "make_conv_state", old.make_conv_state))
 
 
 def triton_np2(n: int) -> int:
@@ -64,45 +99,76 @@ def triton_np2(n: int) -> int:
 
 CASES = {"ssu": (bench.setup_ssu, ssu_configs), "gdn": (bench.setup_gdn, gdn_configs),
          "conv": (bench.setup_conv, conv_configs)}
+FILES = {"ssu": "selective_state_update.py", "gdn": "gated_delta_rule.py", "conv": "causal_conv1d.py"}
+
+
+def load_old(directory: Path) -> None:
+    """Import the previous kernel modules from ``directory`` as siblings of the current ones."""
+    for kname, fname in FILES.items():
+        path = directory / fname
+        if not path.exists():
+            continue
+        name = f"mambalab.kernels._previous_{path.stem}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        OLD[kname] = module
+
+
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    shapes = []
+    for item in text.split(","):
+        a, _, c = item.strip().partition(":")
+        shapes.append((int(a), int(c or a)))
+    return shapes
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernels", default="ssu,gdn,conv")
     ap.add_argument("--dtypes", default="fp32,bf16")
-    ap.add_argument("--batches", default="1,64,256")
+    ap.add_argument("--batches", default="1,64,256", help="comma list; A:C = A requests padded to C")
+    ap.add_argument("--old", type=Path, help="folder with the previous kernel modules (baseline 'previous')")
     ap.add_argument("--json")
-    ap.add_argument("--wide", action="store_true", help="the broad first sweep (more warps, bigger tiles)")
+    ap.add_argument("--wide", action="store_true", help="the broad sweep (more warps, bigger tiles)")
     args = ap.parse_args()
     if args.wide:
         SWEEP.update(WIDE)
+    if args.old:
+        load_old(args.old)
     copy = bench.copy_bandwidth()
     print(f"copy peak {copy:.0f} GB/s", flush=True)
     results = []
     for kname in args.kernels.split(","):
         setup, configs = CASES[kname]
         for dname in args.dtypes.split(","):
-            for batch in map(int, args.batches.split(",")):
+            for active, captured in parse_shapes(args.batches):
                 best = None
                 for label, ctx in configs():
                     try:
                         with ctx():
-                            calls, nbytes = setup(batch, batch, bench.DTYPES[dname], 16 * 2**30)
+                            calls, nbytes = setup(active, captured, bench.DTYPES[dname], 16 * 2**30)
                             us = bench.time_graph(calls)
                     except Exception as e:  # a config the compiler refuses (registers, shared memory)
-                        print(f"{kname} {dname} b={batch} {label}: failed ({type(e).__name__})", flush=True)
+                        print(f"{kname} {dname} b={active}:{captured} {label}: failed ({type(e).__name__}: "
+                              f"{str(e)[:120]})", flush=True)
                         continue
                     finally:
+                        calls = None
                         torch.cuda.empty_cache()
                     pct = 100 * nbytes / (us * 1e-6) / 1e9 / copy
-                    results.append(dict(kernel=kname, dtype=dname, batch=batch, config=label, us=us, pct=pct))
+                    results.append(dict(kernel=kname, dtype=dname, batch=active, captured=captured, config=label,
+                                        us=us, pct=pct))
+                    print(f"{kname} {dname} b={active}:{captured} {label}: {us:.2f} us {pct:.0f}%", flush=True)
                     if best is None or us < best[1]:
                         best = (label, us, pct)
-                print(f"BEST {kname} {dname} b={batch}: {best[0]}  {best[1]:.2f} us  {best[2]:.0f}% of copy",
-                      flush=True)
+                if best is not None:
+                    print(f"BEST {kname} {dname} b={active}:{captured}: {best[0]}  {best[1]:.2f} us  "
+                          f"{best[2]:.0f}% of copy", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"copy_gbps": copy, "results": results}, f, indent=1)
+            json.dump({"environment": bench.environment(), "copy_gbps": copy, "results": results}, f, indent=1)
     return 0
 
 

@@ -20,7 +20,13 @@ import mambalab  # noqa: F401  (sets TRITON_INTERPRET before kernels are defined
 from mambalab import sanitizer
 from mambalab.bugs import BugConfig, GuardMode, use
 from mambalab.device import DEVICE, DEVICE_TYPE
-from mambalab.kernels.causal_conv1d import causal_conv1d_update, launch_config, make_conv_state
+from mambalab.kernels import causal_conv1d as conv_mod
+from mambalab.kernels.causal_conv1d import (
+    causal_conv1d_update,
+    decode_launch_config,
+    launch_config,
+    make_conv_state,
+)
 from mambalab.kernels.causal_conv1d_ref import causal_conv1d_update_ref
 from mambalab.testing import assert_untouched, poison_, random_slot_indices, tolerance
 
@@ -213,6 +219,7 @@ CASES = [
     pytest.param(Case(dim=17, width=4, batch=5, idx2d=3, num_null=1), id="indices-2d"),
     pytest.param(Case(dim=3, width=4, batch=4, no_indices=True), id="no-indices"),
     pytest.param(Case(dim=1, width=2, batch=3, num_null=1), id="dim1"),
+    pytest.param(Case(dim=10, width=5, batch=4, num_null=1), id="width5-general-kernel"),
 ]
 
 
@@ -492,6 +499,52 @@ def test_launch_config_rule():
     assert launch_config(8192, 64, torch.bfloat16, cpu) == (128, 1)
     assert launch_config(8192, 64, torch.float32, cpu) == (64, 1)
     assert launch_config(37, 3, torch.float32, cpu) == (64, 1)
+    # the decode kernel: on the interpreter the general kernel's blocks, one request a program
+    assert decode_launch_config(8192, 64, torch.float32, cpu) == (64, 1, 1)
+    # on a GPU: DECODE_COLUMN_BYTES of each column, DECODE_ROWS requests (fewer for a tiny batch)
+    gpu = torch.device("cuda", 0)
+    rows = conv_mod.DECODE_ROWS
+    assert decode_launch_config(8192, 256, torch.float32, gpu) == (conv_mod.DECODE_COLUMN_BYTES // 4, 1, rows)
+    assert decode_launch_config(8192, 256, torch.bfloat16, gpu)[0] == conv_mod.DECODE_COLUMN_BYTES // 2
+    assert decode_launch_config(8192, 1, torch.float32, gpu)[2] == 1
+    assert decode_launch_config(20, 256, torch.float32, gpu)[0] == 32
+
+
+# ---------------------------------------------------------------------------
+# the decode kernel with several requests per program (its GPU launch), on any device
+# ---------------------------------------------------------------------------
+MULTI_ROW_CASES = [
+    pytest.param(Case(dim=13, width=4, batch=7, num_null=3), id="w4-7rows-nulls"),
+    pytest.param(Case(dim=9, width=3, batch=5, num_null=1, bias=False), id="w3-nobias"),
+    pytest.param(Case(dim=6, width=2, batch=6, num_null=2, act=None), id="w2-noact"),
+    pytest.param(Case(dim=11, width=4, batch=5, seqlen=1, num_null=1, pad=7), id="3d-seqlen1-padded"),
+    pytest.param(Case(dim=17, width=4, batch=6, idx2d=3, num_null=2), id="indices-2d"),
+    pytest.param(Case(dim=5, width=4, batch=3, no_indices=True), id="no-indices"),
+]
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+@pytest.mark.parametrize("case", MULTI_ROW_CASES)
+def test_decode_kernel_several_rows_per_program(case, rows, monkeypatch):
+    """The GPU launch of the decode kernel (ROWS requests, wide channel blocks) on any device."""
+    monkeypatch.setattr(conv_mod, "decode_launch_config", lambda dim, batch, dtype, device: (8, 1, rows))
+    pool, twin, args = _build(case, torch.float32, seed=zlib.crc32(repr(case).encode()) + rows)
+    before = _snapshot(pool)
+    out_k, out_r = _run_both(pool, twin, args)
+    _check(pool, twin, before, out_k, out_r, args, torch.float32)
+    for b in _null_rows(args):
+        assert torch.count_nonzero(_row_out(out_k, args, b)) == 0
+
+
+@pytest.mark.parametrize("guard_bug,guard", [("guard-lt-zero", GuardMode.NEGATIVE), ("pad-minus-one", GuardMode.NONE)])
+def test_decode_kernel_several_rows_follows_the_guard(guard_bug, guard, monkeypatch):
+    """Pre-fix guards with several requests per program: index 0 is a real slot (one padded row)."""
+    monkeypatch.setattr(conv_mod, "decode_launch_config", lambda dim, batch, dtype, device: (8, 1, 4))
+    pool, twin, args = _guard_case(27)
+    before = _snapshot(pool)
+    out_k, out_r = _run_both(pool, twin, args, bugs=BugConfig.with_bugs(guard_bug), guard=guard)
+    assert not torch.equal(_bits(pool[0]), _bits(before[0]))
+    _check(pool, twin, before, out_k, out_r, args, torch.float32, guard=guard)
 
 
 # ---------------------------------------------------------------------------

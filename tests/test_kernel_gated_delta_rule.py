@@ -520,6 +520,42 @@ def test_sigmoid_gating_variant(dtype):
 
 
 # ---------------------------------------------------------------------------
+# two row blocks per tile (the bf16 launch on a GPU), on any device
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("T,spec,fresh", [(1, False, False), (3, False, False), (3, True, False), (2, False, True)],
+                         ids=["decode", "T3", "spec-T3", "fresh-final-state"])
+def test_split_row_blocks_match_reference(T, spec, fresh, monkeypatch):
+    """SPLIT == 2 (both halves loaded, worked on one after the other) equals the reference."""
+    monkeypatch.setattr(gdn, "SPLIT_BY_ELEMENT_SIZE", {4: 2, 2: 2})
+    assert gdn.split_rows(8, 4) == 2 and gdn.split_rows(4, 4) == 1
+    gen = _gen(70 + T + 10 * spec)
+    N, H, HV, K, V = 5, 1, 2, 12, 20  # V = 20: the last tile's second half is partly masked
+    q, k, v, g, beta = make_inputs(gen, B=N, T=T, H=H, HV=HV, K=K, V=V)
+    slots = N * T + 3
+    _, pool = make_pool(gen, slots, HV, V, K)
+    kw = dict(use_qk_l2norm_in_kernel=True)
+    if spec:
+        idx = random_slot_indices(N, slots, num_null_rows=1, columns=T, generator=gen)
+        kw["num_accepted_tokens"] = torch.randint(1, T + 1, (N,), generator=gen, dtype=torch.int32).to(DEVICE)
+    else:
+        idx = random_slot_indices(N, slots, num_null_rows=1, generator=gen)
+    idx = idx.to(DEVICE)
+    if fresh:
+        kw["inplace_final_state"] = False
+    before, pool_ref = pool.clone(), pool.clone()
+    o, final = fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=pool, ssm_state_indices=idx,
+                                                bugs=FIXED, block_v=8, **kw)
+    o_ref, final_ref = fused_recurrent_gated_delta_rule_ref(q, k, v, g, beta, initial_state=pool_ref,
+                                                            ssm_state_indices=idx, **kw)
+    assert_close(o, o_ref, torch.float32, "o")
+    assert_close(final, final_ref, torch.float32, "final state")
+    assert_close(pool, pool_ref, torch.float32, "pool")
+    assert_untouched(before, pool, touched_slots(idx) if not fresh else set())
+
+
+# ---------------------------------------------------------------------------
 # launch rule and input validation (host only, no kernel runs)
 # ---------------------------------------------------------------------------
 
@@ -527,7 +563,8 @@ def test_sigmoid_gating_variant(dtype):
 def test_launch_rule_for_qwen3_next():
     # batch 64, H100: enough programs already, no halving; 4 KiB of state, one warp
     assert launch_config(128, 128, 32, 64, 4, 132) == (128, 8, 1)  # fp32 state
-    assert launch_config(128, 128, 32, 64, 2, 132) == (128, 16, 1)  # bf16 state
+    assert launch_config(128, 128, 32, 64, 2, 132) == (128, 32, 1)  # bf16 state: 8 KiB ...
+    assert gdn.split_rows(32, 2) == 2 and gdn.split_rows(8, 4) == 1  # ... in two halves
     # batch 1: 32 heads x 8 blocks < 4 x 132 programs, so BV halves for more programs
     BK, BV, nw = launch_config(128, 128, 32, 1, 4, 132)
     assert BK == 128 and BV == 4 and nw == 1

@@ -8,10 +8,18 @@ Method: cold cache. For each configuration a CUDA graph of ``L`` launches is
 captured, each launch on its own state pool, with ``L`` large enough that the
 pools together dwarf the L2 cache; ``triton.testing.do_bench(graph.replay,
 return_mode="median")`` divided by ``L`` is the time of one call. Padded rows
-(``B_active < B_captured``) point at the null block and move no state.
+(``B_active < B_captured``) point at the null block: with the fixed guard
+they are skipped and move no state ("skip"); ``--null-rows move`` (or
+``both``) also times them without the skip, i.e. under the pre-#39064 guard
+that only skips ``< 0`` ("move": padded rows load and store the null block),
+which is what CUDA-graph padding costs without null-row skipping.
+
+Inputs are vLLM's decode calls: for the SSU, ``A``, ``dt``, ``dt_bias`` and
+``D`` broadcast along the head dim (stride 0), as ``mamba_mixer2`` passes
+them.
 
 Run: ``python -m mambalab bench [--kernels ssu,gdn,conv] [--dtypes fp32,bf16]
-[--batches 1,2,...] [--markdown FILE] [--json FILE]``.
+[--batches 1,2,...] [--null-rows skip|move|both] [--markdown FILE] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -26,14 +34,18 @@ from typing import Callable
 
 import torch
 
+from .bugs import BugConfig
 from .constants import NULL_BLOCK_ID
 from .device import DEVICE_TYPE
 
 L2_BYTES = 50 * 2**20
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-DEFAULT_BATCHES = [1, 2, 4, 8, 9, 16, 32, 64, 128, 256, 257, 512]
+DEFAULT_BATCHES = [1, 2, 4, 8, 9, 16, 32, 57, 64, 128, 256, 257, 512]
 # (active, captured) pairs: CUDA-graph padding with null rows
 PADDED = [(9, 16), (57, 64), (257, 272)]
+# How padded rows are treated: skipped by the fixed guard, or moving the null
+# block's state (the guard of #39064's pre-fix world, which skips only < 0).
+NULL_ROW_MODES = {"skip": BugConfig.fixed(), "move": BugConfig.with_bugs("guard-lt-zero")}
 
 
 @dataclass
@@ -46,6 +58,7 @@ class Row:
     us: float
     gbps: float
     pct_copy: float
+    null_rows: str = "skip"  # padded rows skipped ("skip") or moving the null block ("move")
 
 
 # -- shapes (kernels.md) -----------------------------------------------------------
@@ -96,7 +109,8 @@ def time_graph(calls: list[Callable[[], object]]) -> float:
 
 # -- per-kernel set-ups: each returns (list of closures, bytes moved per call) -------
 
-def setup_ssu(active: int, captured: int, dtype: torch.dtype, budget: int, impl: str = "mambalab"):
+def setup_ssu(active: int, captured: int, dtype: torch.dtype, budget: int, impl: str = "mambalab",
+              bugs: BugConfig | None = None):
     from .kernels.selective_state_update import selective_state_update
 
     nh, hd, ds, ng = SSU["nheads"], SSU["headdim"], SSU["dstate"], SSU["ngroups"]
@@ -105,7 +119,7 @@ def setup_ssu(active: int, captured: int, dtype: torch.dtype, budget: int, impl:
     L = _num_pools(pool_bytes, budget)
     dev = "cuda"
     x = torch.randn(captured, nh, hd, device=dev, dtype=dtype)
-    dt = torch.randn(captured, nh, hd, device=dev, dtype=dtype)
+    dt = torch.randn(captured, nh, device=dev, dtype=dtype)[:, :, None].expand(captured, nh, hd)  # vLLM's decode
     A = (-torch.rand(nh, device=dev))[:, None, None].expand(nh, hd, ds)
     dt_bias = torch.randn(nh, device=dev)[:, None].expand(nh, hd)
     D = torch.randn(nh, device=dev)[:, None].expand(nh, hd)
@@ -115,19 +129,25 @@ def setup_ssu(active: int, captured: int, dtype: torch.dtype, budget: int, impl:
     out = torch.empty_like(x)
     idx = _indices(active, captured)
     pools = [torch.randn(captured + 1, nh, hd, ds, device=dev, dtype=dtype) * 0.1 for _ in range(L)]
-    fn = selective_state_update
     if impl == "vllm":
-        from vllm.model_executor.layers.mamba.ops.mamba_ssm import selective_state_update as fn  # type: ignore
+        from vllm.model_executor.layers.mamba.ops.mamba_ssm import selective_state_update as vllm_fn  # type: ignore
 
+        calls = [
+            (lambda p=p: vllm_fn(p, x, dt, A, B, C, D, dt_bias=dt_bias, z=z, dt_softplus=True,
+                                 state_batch_indices=idx, out=out))
+            for p in pools
+        ]
+        return calls, active * 2 * state_bytes
     calls = [
-        (lambda p=p: fn(p, x, dt, A, B, C, D, dt_bias=dt_bias, z=z, dt_softplus=True,
-                        state_batch_indices=idx, out=out))
+        (lambda p=p: selective_state_update(p, x, dt, A, B, C, D, dt_bias=dt_bias, z=z, dt_softplus=True,
+                                            state_batch_indices=idx, out=out, bugs=bugs))
         for p in pools
     ]
     return calls, active * 2 * state_bytes
 
 
-def setup_gdn(active: int, captured: int, dtype: torch.dtype, budget: int, impl: str = "mambalab"):
+def setup_gdn(active: int, captured: int, dtype: torch.dtype, budget: int, impl: str = "mambalab",
+              bugs: BugConfig | None = None):
     H, HV, K, V = GDN["H"], GDN["HV"], GDN["K"], GDN["V"]
     esize = torch.tensor([], dtype=dtype).element_size()
     state_bytes = HV * V * K * esize
@@ -161,13 +181,14 @@ def setup_gdn(active: int, captured: int, dtype: torch.dtype, budget: int, impl:
     calls = [
         (lambda p=p: fused_recurrent_gated_delta_rule(
             q, k, v, g, beta, initial_state=p, inplace_final_state=True, cu_seqlens=cu,
-            ssm_state_indices=idx, use_qk_l2norm_in_kernel=True))
+            ssm_state_indices=idx, use_qk_l2norm_in_kernel=True, bugs=bugs))
         for p in pools
     ]
     return calls, active * 2 * state_bytes
 
 
-def setup_conv(active: int, captured: int, dtype: torch.dtype, budget: int, impl: str = "mambalab"):
+def setup_conv(active: int, captured: int, dtype: torch.dtype, budget: int, impl: str = "mambalab",
+               bugs: BugConfig | None = None):
     from .kernels.causal_conv1d import causal_conv1d_update, make_conv_state
 
     dim, width = CONV["dim"], CONV["width"]
@@ -187,7 +208,8 @@ def setup_conv(active: int, captured: int, dtype: torch.dtype, budget: int, impl
         s.copy_(torch.randn_like(s))
         pools.append(s)
     calls = [
-        (lambda p=p: causal_conv1d_update(x, p, w, b, activation="silu", conv_state_indices=idx, out=out))
+        (lambda p=p: causal_conv1d_update(x, p, w, b, activation="silu", conv_state_indices=idx, out=out,
+                                          bugs=bugs))
         for p in pools
     ]
     # reads width-1 columns and writes them back, plus x and out
@@ -197,7 +219,8 @@ def setup_conv(active: int, captured: int, dtype: torch.dtype, budget: int, impl
 SETUPS = {"ssu": setup_ssu, "gdn": setup_gdn, "conv": setup_conv}
 
 
-def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool) -> tuple[list[Row], float]:
+def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
+        null_rows: tuple[str, ...] = ("skip",)) -> tuple[list[Row], float]:
     copy_gbps = copy_bandwidth()
     budget = int(budget_gb * 2**30)
     rows: list[Row] = []
@@ -217,17 +240,18 @@ def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool) -
             pass
     for kname in kernels:
         for dname in dtypes:
-            shapes = [(b, b) for b in batches] + list(padded)
+            shapes = [(b, b, "skip") for b in batches] + [(a, c, m) for a, c in padded for m in null_rows]
             for impl in impls[kname]:
                 if impl == "fla" and dname != "fp32":
                     continue  # fla's final state is fp32
-                for active, captured in shapes:
-                    if impl == "fla" and active != captured:
-                        continue  # no slot indices, no padding
-                    calls, nbytes = SETUPS[kname](active, captured, DTYPES[dname], budget, impl)
+                for active, captured, mode in shapes:
+                    if impl != "mambalab" and (active != captured or mode != "skip"):
+                        continue  # baselines: no slot indices / no guard switch
+                    bugs = NULL_ROW_MODES[mode] if impl == "mambalab" else None
+                    calls, nbytes = SETUPS[kname](active, captured, DTYPES[dname], budget, impl, bugs)
                     us = time_graph(calls)
                     gbps = nbytes / (us * 1e-6) / 1e9
-                    rows.append(Row(kname, impl, dname, active, captured, us, gbps, 100 * gbps / copy_gbps))
+                    rows.append(Row(kname, impl, dname, active, captured, us, gbps, 100 * gbps / copy_gbps, mode))
                     print(_fmt(rows[-1]), flush=True)
                     del calls
                     torch.cuda.empty_cache()
@@ -235,17 +259,21 @@ def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool) -
 
 
 def _fmt(r: Row) -> str:
-    return (f"| {r.kernel} | {r.impl} | {r.dtype} | {r.batch} | {r.captured} | {r.us:.2f} | "
+    return (f"| {r.kernel} | {r.impl} | {r.dtype} | {r.batch} | {r.captured} | {r.null_rows} | {r.us:.2f} | "
             f"{r.gbps:.0f} | {r.pct_copy:.0f}% |")
 
 
-HEADER = "| kernel | impl | state | batch | captured | µs/call | GB/s | % of copy |\n|---|---|---|---|---|---|---|---|"
+HEADER = ("| kernel | impl | state | batch | captured | padded rows | µs/call | GB/s | % of copy |\n"
+          "|---|---|---|---|---|---|---|---|---|")
 
 
 def environment() -> dict:
+    import datetime
+
     import triton
 
     return {
+        "date": datetime.date.today().isoformat(),
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "triton": triton.__version__,
@@ -262,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default=",".join(map(str, DEFAULT_BATCHES)))
     ap.add_argument("--no-padded", action="store_true", help="skip the B_active < B_captured rows")
     ap.add_argument("--no-baselines", action="store_true", help="skip fla-core / vLLM even if importable")
+    ap.add_argument("--null-rows", choices=["skip", "move", "both"], default="both",
+                    help="padded rows skipped by the guard, moving the null block's state, or both (default)")
     ap.add_argument("--budget-gb", type=float, default=24.0, help="GPU memory for state pools")
     ap.add_argument("--markdown", help="write the table to this file")
     ap.add_argument("--json", help="write rows and environment as JSON")
@@ -283,8 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     env = environment()
     print(f"# {env}\n{HEADER}", flush=True)
+    modes = ("skip", "move") if args.null_rows == "both" else (args.null_rows,)
     rows, copy_gbps = run(kernels, dtypes, batches, [] if args.no_padded else PADDED, args.budget_gb,
-                          not args.no_baselines)
+                          not args.no_baselines, modes)
     print(f"copy peak: {copy_gbps:.0f} GB/s")
     if args.markdown:
         with open(args.markdown, "w") as f:
@@ -298,4 +329,4 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["main", "copy_bandwidth", "time_graph"]
+__all__ = ["main", "copy_bandwidth", "time_graph", "environment", "Row", "SETUPS", "NULL_ROW_MODES"]

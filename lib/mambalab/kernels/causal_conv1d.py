@@ -108,6 +108,15 @@ padded row costs one small store of zeros. ``BLOCK_N`` and ``num_warps`` come
 from a rule (:func:`launch_config`), never from autotuning, which would re-run
 the kernel on live state: one warp, 256 bytes of each state column per
 program (measured fastest on an H200; see docs/benchmarks.md).
+
+The plain decode step (one token a row, no speculation, width 2 to 4) has a
+kernel of its own, :func:`_causal_conv1d_decode_kernel`: grid
+``(cdiv(batch, ROWS), cdiv(dim, BLOCK_N))``, ``ROWS`` requests per program
+(2 on a GPU; 1 under the interpreter, so programs and the sanitizer's rows are
+the general kernel's). Each history column of the ``ROWS`` requests is one
+``[ROWS, BLOCK_N]`` load, all issued before any arithmetic; the taps are
+loaded once for all the rows; the window needs no row selections. Results
+are the general kernel's, bit for bit in the state (tests run both).
 """
 
 from __future__ import annotations
@@ -309,6 +318,111 @@ def _causal_conv1d_update_kernel(
     )
 
 
+@triton.jit
+def _causal_conv1d_decode_kernel(
+    x_ptr,  # (batch, dim), any strides
+    w_ptr,  # (dim, width)
+    bias_ptr,  # (dim,) if HAS_BIAS
+    state_ptr,  # pool, logical (num_slots, dim, state_len), stride over dim is 1
+    idx_ptr,  # (batch,) or (batch, k) if HAS_INDICES: column 0 is used
+    out_ptr,  # (batch, dim)
+    batch,
+    dim,
+    null_block_id,
+    stride_x_row,
+    stride_x_dim,
+    stride_w_dim,
+    stride_w_tap,
+    stride_bias,
+    stride_state_slot,
+    stride_state_pos,
+    stride_idx_row,
+    stride_out_row,
+    stride_out_dim,
+    WIDTH: tl.constexpr,  # 2, 3 or 4
+    HAS_BIAS: tl.constexpr,
+    HAS_INDICES: tl.constexpr,
+    SILU: tl.constexpr,
+    GUARD: tl.constexpr,
+    ROWS: tl.constexpr,  # requests per program
+    BLOCK_N: tl.constexpr,
+):
+    """The plain decode step (one token a row, no speculation): ``ROWS`` requests per program.
+
+    Same results as :func:`_causal_conv1d_update_kernel` for that case, laid out
+    for bandwidth: each history column of ``ROWS`` requests is one
+    ``[ROWS, BLOCK_N]`` load, all issued before any arithmetic, and the taps
+    are loaded once for all the rows. A padded row (the guard) loads and
+    stores no state and gets zeros; a program of padded rows only touches
+    its index loads and its zero outputs.
+    """
+    HIST: tl.constexpr = WIDTH - 1
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    chans = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < batch
+    chan_ok = chans < dim
+    if HAS_INDICES:
+        slots = tl.load(idx_ptr + rows * stride_idx_row, mask=row_ok, other=0).to(tl.int64)
+        live = row_ok & is_live_slot(slots, null_block_id, GUARD)
+    else:
+        slots = rows.to(tl.int64)  # a dense batch: row b owns slot b
+        live = row_ok
+    io_mask = row_ok[:, None] & chan_ok[None, :]
+    st_mask = live[:, None] & chan_ok[None, :]
+    col0 = state_ptr + slots[:, None] * stride_state_slot + chans[None, :]
+
+    # -- every load first: history columns, the new token, the taps ---------
+    h0 = tl.load(col0, mask=st_mask, other=0.0, eviction_policy="evict_first")
+    if HIST > 1:
+        h1 = tl.load(col0 + stride_state_pos, mask=st_mask, other=0.0, eviction_policy="evict_first")
+    else:
+        h1 = h0
+    if HIST > 2:
+        h2 = tl.load(col0 + 2 * stride_state_pos, mask=st_mask, other=0.0, eviction_policy="evict_first")
+    else:
+        h2 = h0
+    xv = tl.load(x_ptr + rows[:, None] * stride_x_row + chans[None, :] * stride_x_dim, mask=io_mask, other=0.0)
+    xv = xv.to(state_ptr.dtype.element_ty)  # what the state will keep
+    w_row = w_ptr + chans * stride_w_dim
+    w0 = tl.load(w_row, mask=chan_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    w1 = tl.load(w_row + stride_w_tap, mask=chan_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    if HAS_BIAS:
+        acc = tl.load(bias_ptr + chans * stride_bias, mask=chan_ok, other=0.0).to(tl.float32)[None, :]
+    else:
+        acc = tl.zeros((1, BLOCK_N), dtype=tl.float32)
+
+    # -- the window [h0 .. h_{HIST-1}, x] times the taps --------------------
+    acc = acc + w0[None, :] * h0.to(tl.float32)
+    if HIST == 1:
+        acc = acc + w1[None, :] * xv.to(tl.float32)
+    else:
+        acc = acc + w1[None, :] * h1.to(tl.float32)
+        w2 = tl.load(w_row + 2 * stride_w_tap, mask=chan_ok, other=0.0, eviction_policy="evict_last")
+        if HIST == 2:
+            acc = acc + w2.to(tl.float32)[None, :] * xv.to(tl.float32)
+        else:
+            acc = acc + w2.to(tl.float32)[None, :] * h2.to(tl.float32)
+            w3 = tl.load(w_row + 3 * stride_w_tap, mask=chan_ok, other=0.0, eviction_policy="evict_last")
+            acc = acc + w3.to(tl.float32)[None, :] * xv.to(tl.float32)
+    if SILU:
+        acc = acc / (1.0 + tl.exp(-acc))
+    acc = tl.where(live[:, None], acc, 0.0)  # a padded row's output is zeros
+    tl.store(out_ptr + rows[:, None] * stride_out_row + chans[None, :] * stride_out_dim,
+             acc.to(out_ptr.dtype.element_ty), mask=io_mask)
+
+    # -- the shifted history back into the slot (in place: loads done first) -
+    tl.debug_barrier()
+    if HIST == 1:
+        tl.store(col0, xv, mask=st_mask, eviction_policy="evict_first")
+    elif HIST == 2:
+        tl.store(col0, h1, mask=st_mask, eviction_policy="evict_first")
+        tl.store(col0 + stride_state_pos, xv, mask=st_mask, eviction_policy="evict_first")
+    else:
+        tl.store(col0, h1, mask=st_mask, eviction_policy="evict_first")
+        tl.store(col0 + stride_state_pos, h2, mask=st_mask, eviction_policy="evict_first")
+        tl.store(col0 + 2 * stride_state_pos, xv, mask=st_mask, eviction_policy="evict_first")
+
+
 # ---------------------------------------------------------------------------
 # Launch parameters by rule
 # ---------------------------------------------------------------------------
@@ -325,6 +439,32 @@ def launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch.device
     block_n = max(32, min(256 // itemsize, triton.next_power_of_2(dim)))
     num_warps = 1
     return block_n, num_warps
+
+
+# The decode kernel's rule (see decode_launch_config): bytes of each state
+# column per program and requests per program, measured on an H200.
+DECODE_COLUMN_BYTES = 256
+DECODE_ROWS = 2
+
+
+def decode_launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch.device) -> tuple[int, int, int]:
+    """``(BLOCK_N, num_warps, ROWS)`` for the plain decode kernel, by rule.
+
+    On a GPU: one warp, ``DECODE_COLUMN_BYTES`` of each state column (8 bytes
+    a lane) and ``DECODE_ROWS`` requests per program, so a program has
+    ``ROWS x (width - 1)`` state loads in flight and loads the taps once for
+    all of them. Measured on an H200 (scripts/tune_launch.py, 256/512 bytes x
+    1..8 rows): 256 bytes x 2 rows gives 88% of copy fp32 and 89% bf16 at
+    batch 512, where one row a program gave 74% / 65%. On the interpreter: the general kernel's channel
+    blocks and one request per program, so programs, rows and the sanitizer's
+    reports are the same as the general kernel's.
+    """
+    if device.type != "cuda":
+        block_n, num_warps = launch_config(dim, batch, dtype, device)
+        return block_n, num_warps, 1
+    block_n = max(32, min(DECODE_COLUMN_BYTES // dtype.itemsize, triton.next_power_of_2(dim)))
+    rows = max(1, min(DECODE_ROWS, triton.next_power_of_2(batch)))
+    return block_n, 1, rows
 
 
 # ---------------------------------------------------------------------------
@@ -500,6 +640,44 @@ def causal_conv1d_update(
     if batch == 0 or x.numel() == 0:
         return out
 
+    if not is_spec and not is_varlen and max_t == 1 and width <= 4:
+        # The plain decode step: the kernel built for it (several requests a program).
+        block_n, num_warps, rows = decode_launch_config(dim, batch, conv_state.dtype, device)
+        sanitizer.launch(
+            _causal_conv1d_decode_kernel,
+            (triton.cdiv(batch, rows), triton.cdiv(dim, block_n)),
+            x if x.dim() == 2 else x[:, :, 0],
+            weight,
+            bias,
+            conv_state,
+            conv_state_indices,
+            out if out.dim() == 2 else out[:, :, 0],
+            batch,
+            dim,
+            int(null_block_id),
+            stride_x_row,
+            stride_x_dim,
+            weight.stride(0),
+            weight.stride(1),
+            bias.stride(0) if bias is not None else 0,
+            conv_state.stride(0),
+            conv_state.stride(2),
+            stride_idx_row,
+            stride_out_row,
+            stride_out_dim,
+            name="causal_conv1d_update",
+            row_axis=0,
+            WIDTH=width,
+            HAS_BIAS=bias is not None,
+            HAS_INDICES=conv_state_indices is not None,
+            SILU=silu,
+            GUARD=guard_for(bugs),
+            ROWS=rows,
+            BLOCK_N=block_n,
+            num_warps=num_warps,
+        )
+        return out
+
     block_n, num_warps = launch_config(dim, batch, conv_state.dtype, device)
     grid = (batch, triton.cdiv(dim, block_n))
     sanitizer.launch(
@@ -547,4 +725,4 @@ def causal_conv1d_update(
     return out
 
 
-__all__ = ["causal_conv1d_update", "make_conv_state", "launch_config"]
+__all__ = ["causal_conv1d_update", "make_conv_state", "launch_config", "decode_launch_config"]

@@ -25,8 +25,9 @@ Launch design
   Programs of one (sequence, head) are adjacent on axis 0, so consecutive
   CTAs stream one contiguous ``V x K`` block.
 * Block sizes by rule, never autotuned (autotuning would re-run an in-place
-  kernel on live state): ``BV`` so that a program moves about 4 KiB of state
-  (8 rows of 128 fp32, 16 rows of bf16), and ``BV`` halved while the grid would be too
+  kernel on live state): ``BV`` so that a program moves about 4 KiB of fp32
+  state (8 rows of 128) or 8 KiB of bf16 state (32 rows, loaded at once and
+  worked on in two halves, ``SPLIT``), and ``BV`` halved while the grid would be too
   small to occupy the GPU (small batches are latency-bound: more, smaller
   programs); one warp per program (measured fastest on an H200, see
   docs/benchmarks.md). See :func:`launch_config`.
@@ -60,9 +61,15 @@ from .gated_delta_rule_ref import validate_gdn_inputs
 KERNEL_NAME = "fused_recurrent_gated_delta_rule"
 
 # Launch rule constants (see launch_config).
-_STATE_BYTES_PER_PROGRAM = 4096
+# State bytes per program by element size: 4 KiB fp32 (8 rows of 128), 8 KiB
+# bf16/fp16 (32 rows, worked on in two halves: SPLIT_BY_ELEMENT_SIZE).
+_STATE_BYTES_BY_ELEMENT_SIZE = {4: 4096, 2: 8192}
+_STATE_BYTES_PER_PROGRAM = 4096  # any other element size
 _NUM_WARPS = 1
 _MIN_BV = 4
+# Row blocks per tile by state element size (see _gdn_decode_kernel): a 2-byte
+# state is loaded whole but converted and updated half a tile at a time.
+SPLIT_BY_ELEMENT_SIZE = {2: 2}
 
 
 @triton.jit
@@ -102,6 +109,7 @@ def _gdn_decode_kernel(
     USE_L2NORM: tl.constexpr,
     SIGMOID_GATING: tl.constexpr,  # g <- -exp(A_log) softplus(g + dt_bias), beta <- sigmoid(beta)
     GUARD: tl.constexpr,
+    SPLIT: tl.constexpr,  # 1 or 2 row blocks per tile (see below)
 ):
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
@@ -127,7 +135,6 @@ def _gdn_decode_kernel(
     mask_v = o_v < V
     mask_h = mask_v[:, None] & mask_k[None, :]
     # offsets of this program's tile inside one [HV, V, K] state
-    tile_h0 = i_hv * s_h0_h + o_v[:, None] * s_h0_v + o_k[None, :] * s_h0_k
     tile_ht = i_hv * s_ht_h + o_v[:, None] * s_ht_v + o_k[None, :] * s_ht_k
 
     p_o = o + (flat0 * HV + i_hv) * V + o_v  # o is a fresh contiguous [B, T, HV, V]
@@ -163,33 +170,107 @@ def _gdn_decode_kernel(
             t_skip += 1
         return
 
-    # -- initial state: a BV x BK tile, fp32 in registers ------------------------
-    if HAS_INITIAL_STATE:
-        b_h = tl.load(h0 + slot * s_h0_n + tile_h0, mask=mask_h, other=0.0).to(tl.float32)
+    # -- the state tile, in SPLIT blocks of BV // SPLIT rows ----------------------
+    # The rows of h never mix, so a block of rows runs all its tokens on its
+    # own. With SPLIT == 2 both blocks are *loaded* first (the whole tile's
+    # bytes in flight at once) but the second stays in its stored dtype while
+    # the first is converted and worked on: a bf16 tile in flight costs the
+    # registers of half its fp32 values. That is what lets an 8 KiB bf16 tile
+    # run with the registers of about 6 KiB (docs/benchmarks.md).
+    RB: tl.constexpr = BV // SPLIT
+    o_v0 = i_v * BV + tl.arange(0, RB)
+    if SPLIT == 2:
+        h_a = _load_rows(h0, slot, i_hv, o_v0, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K,
+                         HAS_INITIAL_STATE, RB, BK)
+        h_b = _load_rows(h0, slot, i_hv, o_v0 + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K,
+                         HAS_INITIAL_STATE, RB, BK)
+        _gdn_rows(h_a, o_v0, q, k, v, g, beta, o, ht, state_indices, A_log, dt_bias,
+                  scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
+                  i_b, i_h, i_hv, i_n, bos, flat0, seq_len, slot,
+                  s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
+                  s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
+                  s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
+                  HV, K, V, BK, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
+        _gdn_rows(h_b, o_v0 + RB, q, k, v, g, beta, o, ht, state_indices, A_log, dt_bias,
+                  scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
+                  i_b, i_h, i_hv, i_n, bos, flat0, seq_len, slot,
+                  s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
+                  s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
+                  s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
+                  HV, K, V, BK, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
     else:
-        b_h = tl.zeros([BV, BK], dtype=tl.float32)
+        h_a = _load_rows(h0, slot, i_hv, o_v0, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K,
+                         HAS_INITIAL_STATE, RB, BK)
+        _gdn_rows(h_a, o_v0, q, k, v, g, beta, o, ht, state_indices, A_log, dt_bias,
+                  scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
+                  i_b, i_h, i_hv, i_n, bos, flat0, seq_len, slot,
+                  s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
+                  s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
+                  s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
+                  HV, K, V, BK, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
+
+
+@triton.jit
+def _load_rows(h0, slot, i_hv, o_v, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k,
+               V: tl.constexpr, K: tl.constexpr, HAS_INITIAL_STATE: tl.constexpr,
+               RB: tl.constexpr, BK: tl.constexpr):
+    """Rows ``o_v`` of the initial state, in the pool's dtype (zeros without one)."""
+    if HAS_INITIAL_STATE:
+        mask = (o_v < V)[:, None] & (o_k < K)[None, :]
+        tile = i_hv * s_h0_h + o_v[:, None] * s_h0_v + o_k[None, :] * s_h0_k
+        rows = tl.load(h0 + slot * s_h0_n + tile, mask=mask, other=0.0)
+    else:
+        rows = tl.zeros([RB, BK], dtype=tl.float32)
+    return rows
+
+
+@triton.jit
+def _gdn_rows(
+    h_rows, o_v, q, k, v, g, beta, o, ht, state_indices, A_log, dt_bias,
+    scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
+    i_b, i_h, i_hv, i_n, bos, flat0, seq_len, slot,
+    s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
+    s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
+    s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
+    HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
+    INPLACE: tl.constexpr, INDEXED: tl.constexpr, HAS_BETA: tl.constexpr, USE_L2NORM: tl.constexpr,
+    SIGMOID_GATING: tl.constexpr, GUARD: tl.constexpr,
+):
+    """All the sequence's tokens on the value rows ``o_v`` of the state: outputs and stores.
+
+    ``h_rows`` is the initial state of those rows (any float dtype); from here
+    on it is fp32 in registers until each store rounds it to the pool's dtype.
+    """
+    b_h = h_rows.to(tl.float32)
+    o_k = tl.arange(0, BK)
+    mask_k = o_k < K
+    mask_v = o_v < V
+    mask_h = mask_v[:, None] & mask_k[None, :]
+    tile_ht = i_hv * s_ht_h + o_v[:, None] * s_ht_v + o_k[None, :] * s_ht_k
 
     if SIGMOID_GATING:
         b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
         b_dt_bias = tl.load(dt_bias + i_hv).to(tl.float32)
 
-    # pointers advance one token per iteration (64-bit pointer arithmetic)
-    p_q = q + i_b * s_q_b + bos * s_q_t + i_h * s_q_h + o_k * s_q_k
-    p_k = k + i_b * s_k_b + bos * s_k_t + i_h * s_k_h + o_k * s_k_k
-    p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h + o_v * s_v_v
+    # Scalar base pointers, indexed by the token inside the loop: the loop
+    # carries one counter, not a register per vector pointer.
+    p_q = q + i_b * s_q_b + bos * s_q_t + i_h * s_q_h
+    p_k = k + i_b * s_k_b + bos * s_k_t + i_h * s_k_h
+    p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h
     p_g = g + i_b * s_g_b + bos * s_g_t + i_hv * s_g_h
     p_beta = beta + i_b * s_beta_b + bos * s_beta_t + i_hv * s_beta_h
-    p_fresh = ht + flat0 * s_ht_n + tile_ht  # only with INPLACE == False
+    p_o = o + (flat0 * HV + i_hv) * V  # o is a fresh contiguous [B, T, HV, V]
+    p_fresh = ht + flat0 * s_ht_n  # only with INPLACE == False
     p_col = state_indices + i_n * s_idx_n  # only with INDEXED == 2
 
     t = tl.zeros([], dtype=tl.int32)
     while t < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2.4
-        b_q = tl.load(p_q, mask=mask_k, other=0.0).to(tl.float32)
-        b_k = tl.load(p_k, mask=mask_k, other=0.0).to(tl.float32)
-        b_v = tl.load(p_v, mask=mask_v, other=0.0).to(tl.float32)
-        b_g = tl.load(p_g).to(tl.float32)
+        b_q = tl.load(p_q + t * s_q_t + o_k * s_q_k, mask=mask_k, other=0.0).to(tl.float32)
+        b_k = tl.load(p_k + t * s_k_t + o_k * s_k_k, mask=mask_k, other=0.0).to(tl.float32)
+        b_v = tl.load(p_v + t * s_v_t + o_v * s_v_v, mask=mask_v, other=0.0).to(tl.float32)
+        b_g = tl.load(p_g + t * s_g_t).to(tl.float32)
         if HAS_BETA:
-            b_beta = tl.load(p_beta).to(tl.float32)
+            b_beta = tl.load(p_beta + t * s_beta_t).to(tl.float32)
         else:
             b_beta = 1.0
         if SIGMOID_GATING:
@@ -214,7 +295,7 @@ def _gdn_decode_kernel(
         b_vn = (b_v - b_pred) * b_beta  # delta rule correction
         b_h = b_h + b_vn[:, None] * b_k[None, :]  # rank-1 write
         b_o = tl.sum(b_h * b_q[None, :], axis=1)  # h @ q
-        tl.store(p_o, b_o.to(o.dtype.element_ty), mask=mask_v)
+        tl.store(p_o + t * (HV * V) + o_v, b_o.to(o.dtype.element_ty), mask=mask_v)
 
         if INPLACE:
             if INDEXED == 2:
@@ -224,15 +305,7 @@ def _gdn_decode_kernel(
                     if is_live_slot(dst, null_block_id, GUARD):
                         tl.store(ht + dst * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
         else:
-            tl.store(p_fresh, b_h.to(ht.dtype.element_ty), mask=mask_h)
-            p_fresh += s_ht_n
-
-        p_q += s_q_t
-        p_k += s_k_t
-        p_v += s_v_t
-        p_g += s_g_t
-        p_beta += s_beta_t
-        p_o += HV * V
+            tl.store(p_fresh + t * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
         t += 1
 
     if INPLACE:
@@ -260,25 +333,39 @@ def launch_config(
     """``(BK, BV, num_warps)`` for a launch, by rule (never autotuned).
 
     * ``BK = next_pow2(K)``: the whole key dimension in one program.
-    * ``BV``: the power of two that gives about 4 KiB of state per program
-      (Qwen3-Next K=V=128: 8 rows fp32, 16 rows bf16), at most
-      ``next_pow2(V)``, at least 4 (or less when V is smaller).
+    * ``BV``: the power of two that gives about 4 KiB of fp32 state or 8 KiB
+      of bf16/fp16 state per program (Qwen3-Next K=V=128: 8 rows fp32, 32
+      rows bf16, the latter worked on in two halves, :func:`split_rows`), at
+      most ``next_pow2(V)``, at least 4 (or less when V is smaller).
     * While the grid has fewer than 4 programs per SM, halve BV (down to 4):
       at small batch the step is latency-bound and more programs overlap the
       load-compute-store chain.
     * ``num_warps = 1``: many small programs per SM, so many load-compute-store
-      chains overlap. Measured on an H200 (scripts/tune_launch.py, a sweep of
-      BV 4..64 x 1..8 warps): 95% of copy bandwidth fp32 and 79% bf16 at
-      batch 512, against 85% / 58% for 8 KiB tiles on 2-4 warps.
+      chains overlap. Measured on an H200 (scripts/tune_launch.py; a first
+      sweep of BV 4..64 x 1..8 warps, then BV x SPLIT): 95% of copy bandwidth
+      fp32 and 86% bf16 at batch 512; bf16 was 79% with 4 KiB tiles in one
+      piece (128 registers a thread, 24% of warps active).
     """
     BK = triton.next_power_of_2(K)
     bv_cap = triton.next_power_of_2(V)
-    rows = max(1, _STATE_BYTES_PER_PROGRAM // (BK * state_element_size))
+    nbytes = _STATE_BYTES_BY_ELEMENT_SIZE.get(state_element_size, _STATE_BYTES_PER_PROGRAM)
+    rows = max(1, nbytes // (BK * state_element_size))
     BV = min(bv_cap, 1 << (rows.bit_length() - 1))  # largest power of two <= rows
     BV = max(min(_MIN_BV, bv_cap), BV)
     while BV > _MIN_BV and triton.cdiv(V, BV) * HV * N < 4 * num_sms:
         BV //= 2
     return BK, BV, _NUM_WARPS
+
+
+def split_rows(BV: int, state_element_size: int) -> int:
+    """Row blocks per tile: 2 for a 2-byte state with at least 8 rows, else 1 (by rule).
+
+    Measured on an H200 at batch 512, bf16 state: 32 rows in two halves 86%
+    of copy, 16 rows in one piece 79%, 16 rows in two halves 71% (the split
+    pays only when each half is a full 4 KiB).
+    """
+    split = SPLIT_BY_ELEMENT_SIZE.get(state_element_size, 1)
+    return split if BV >= 4 * split else 1
 
 
 def _launch(
@@ -353,6 +440,7 @@ def _launch(
         SIGMOID_GATING=A_log is not None,
         GUARD=guard,
         CLAMP_ACCEPTED=clamp_for(bugs),
+        SPLIT=split_rows(BV, state_in.element_size()),
         num_warps=nw,
         num_stages=1,
         name=KERNEL_NAME,

@@ -26,6 +26,10 @@ world)                                        arithmetic: on the interpreter
 A store column (``dst_state_batch_indices[r, t]``) the guard rejects skips
 that one store; the output of the token is still computed and written.
 
+A plain decode step (one token per request, the state stored back where it
+was read: ``ONE_TOKEN``, ``DST_IS_SRC``) runs straight through, without the
+token loop that speculative and varlen calls need.
+
 Launch configuration (no autotune: autotuning would re-run the kernel on live
 state and apply the update several times) is chosen by a rule, see
 :func:`choose_launch_config`.
@@ -92,6 +96,8 @@ def _ssu_kernel(
     HAS_INDICES: tl.constexpr,
     HAS_NUM_ACCEPTED: tl.constexpr,
     IS_VARLEN: tl.constexpr,
+    ONE_TOKEN: tl.constexpr,  # one token per request, initial state from column 0: no token loop
+    DST_IS_SRC: tl.constexpr,  # the store indices are the load indices (no second index load)
     GUARD: tl.constexpr,  # mambalab.bugs.GuardMode
     CLAMP_ACCEPTED: tl.constexpr,  # bound num_accepted - 1 to the columns (fixed #48475)
     BLOCK_M: tl.constexpr,  # rows of the head dim per program
@@ -159,6 +165,8 @@ def _ssu_kernel(
         dt_ptrs = dt_ptr + bos * s_dt_tok + pid_h * s_dt_head
         if HAS_DT_BIAS:
             dt_bias = tl.load(dt_bias_ptr + pid_h * s_dtb_head).to(tl.float32)
+        else:
+            dt_bias = 0.0  # unused (HAS_DT_BIAS is off): only so every name is bound
     else:
         A_ptrs = A_ptr + pid_h * s_A_head + offs_m[:, None] * s_A_dim + offs_n[None, :] * s_A_n
         A = tl.load(A_ptrs, mask=mask_mn, other=0.0).to(tl.float32)
@@ -166,57 +174,93 @@ def _ssu_kernel(
         if HAS_DT_BIAS:
             dt_bias_ptrs = dt_bias_ptr + pid_h * s_dtb_head + offs_m * s_dtb_dim
             dt_bias = tl.load(dt_bias_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+        else:
+            dt_bias = 0.0
     if HAS_D:
         D = tl.load(D_ptr + pid_h * s_D_head + offs_m * s_D_dim, mask=mask_m, other=0.0)
         D = D.to(tl.float32)
+    else:
+        D = 0.0
     if HAS_Z:
         z_ptrs = z_ptr + bos * s_z_tok + pid_h * s_z_head + offs_m * s_z_dim
+    else:
+        z_ptrs = x_ptrs  # never dereferenced (HAS_Z is off)
 
-    # -- the recurrence, token by token ----------------------------------------
-    # (``while``, not ``for t in range(seq_len)``: Triton 3.6's interpreter
-    # cannot take a runtime loop bound under NumPy 2.)
-    t = tl.zeros([], dtype=tl.int32)
-    while t < seq_len:
-        x = tl.load(x_ptrs + t * s_x_tok, mask=mask_m, other=0.0).to(tl.float32)
-        B = tl.load(B_ptrs + t * s_B_tok, mask=mask_n, other=0.0).to(tl.float32)
-        C = tl.load(C_ptrs + t * s_C_tok, mask=mask_n, other=0.0).to(tl.float32)
-        if TIE_HDIM:
-            dt = tl.load(dt_ptrs + t * s_dt_tok).to(tl.float32)  # one scalar per head
-            if HAS_DT_BIAS:
-                dt += dt_bias
-            if DT_SOFTPLUS:
-                dt = _softplus(dt)
-            dA = tl.exp(A * dt)  # a scalar, not a tile
-            dBx = (B * dt)[None, :] * x[:, None]
+    # -- the recurrence ------------------------------------------------------------
+    if ONE_TOKEN:
+        # The decode step proper (one token, its state back to its own slot): no
+        # loop, so the compiler keeps one register layout from load to store.
+        state, out = _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D,
+                                mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+        if DST_IS_SRC:
+            dst_slot = src_slot  # the same index tensor: the guard already passed it
+            dst_live = True
+        elif HAS_INDICES:
+            dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row).to(tl.int64)
+            dst_live = is_live_slot(dst_slot, null_block_id, GUARD)
         else:
-            dt = tl.load(dt_ptrs + t * s_dt_tok, mask=mask_m, other=0.0).to(tl.float32)
-            if HAS_DT_BIAS:
-                dt += dt_bias
-            if DT_SOFTPLUS:
-                dt = _softplus(dt)
-            dA = tl.exp(A * dt[:, None])
-            dBx = (B[None, :] * dt[:, None]) * x[:, None]
-        state = state * dA + dBx
-
-        # Store the state after token t: in place (no indices), or to column t.
-        if HAS_INDICES:
-            if t < dst_cols:
-                dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row + t * s_dst_col).to(tl.int64)
-                if is_live_slot(dst_slot, null_block_id, GUARD):
-                    tl.store(head_state_ptr + dst_slot * s_state_slot + tile,
-                             state.to(state_ptr.dtype.element_ty), mask=mask_mn)
-        else:
-            tl.store(head_state_ptr + src_slot * s_state_slot + tile,
+            dst_slot = src_slot
+            dst_live = True
+        if dst_live:
+            tl.store(head_state_ptr + dst_slot * s_state_slot + tile,
                      state.to(state_ptr.dtype.element_ty), mask=mask_mn)
+        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=mask_m)
+    else:
+        # Several tokens (speculative decoding, varlen): the state stays in
+        # float32 registers from token to token.
+        # (``while``, not ``for t in range(seq_len)``: Triton 3.6's interpreter
+        # cannot take a runtime loop bound under NumPy 2.)
+        t = tl.zeros([], dtype=tl.int32)
+        while t < seq_len:
+            state, out = _ssu_token(state, x_ptrs + t * s_x_tok, B_ptrs + t * s_B_tok, C_ptrs + t * s_C_tok,
+                                    dt_ptrs + t * s_dt_tok, z_ptrs + t * s_z_tok, A, dt_bias, D,
+                                    mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+            # Store the state after token t: in place (no indices), or to column t.
+            if HAS_INDICES:
+                if t < dst_cols:
+                    dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row + t * s_dst_col).to(tl.int64)
+                    if is_live_slot(dst_slot, null_block_id, GUARD):
+                        tl.store(head_state_ptr + dst_slot * s_state_slot + tile,
+                                 state.to(state_ptr.dtype.element_ty), mask=mask_mn)
+            else:
+                tl.store(head_state_ptr + src_slot * s_state_slot + tile,
+                         state.to(state_ptr.dtype.element_ty), mask=mask_mn)
+            tl.store(out_ptrs + t * s_out_tok, out.to(out_ptr.dtype.element_ty), mask=mask_m)
+            t += 1
 
-        out = tl.sum(state * C[None, :], axis=1)
-        if HAS_D:
-            out += D * x
-        if HAS_Z:
-            z = tl.load(z_ptrs + t * s_z_tok, mask=mask_m, other=0.0).to(tl.float32)
-            out *= z * tl.sigmoid(z)
-        tl.store(out_ptrs + t * s_out_tok, out.to(out_ptr.dtype.element_ty), mask=mask_m)
-        t += 1
+
+@triton.jit
+def _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, mask_m, mask_n,
+               TIE_HDIM: tl.constexpr, HAS_DT_BIAS: tl.constexpr, DT_SOFTPLUS: tl.constexpr,
+               HAS_D: tl.constexpr, HAS_Z: tl.constexpr):
+    """One token of the recurrence on a register tile: returns (new state, output rows), fp32."""
+    x = tl.load(x_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+    B = tl.load(B_ptrs, mask=mask_n, other=0.0).to(tl.float32)
+    C = tl.load(C_ptrs, mask=mask_n, other=0.0).to(tl.float32)
+    if TIE_HDIM:
+        dt = tl.load(dt_ptrs).to(tl.float32)  # one scalar per head
+        if HAS_DT_BIAS:
+            dt += dt_bias
+        if DT_SOFTPLUS:
+            dt = _softplus(dt)
+        dA = tl.exp(A * dt)  # a scalar, not a tile
+        dBx = (B * dt)[None, :] * x[:, None]
+    else:
+        dt = tl.load(dt_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+        if HAS_DT_BIAS:
+            dt += dt_bias
+        if DT_SOFTPLUS:
+            dt = _softplus(dt)
+        dA = tl.exp(A * dt[:, None])
+        dBx = (B[None, :] * dt[:, None]) * x[:, None]
+    state = state * dA + dBx
+    out = tl.sum(state * C[None, :], axis=1)
+    if HAS_D:
+        out += D * x
+    if HAS_Z:
+        z = tl.load(z_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+        out *= z * tl.sigmoid(z)
+    return state, out
 
 
 # -- launch configuration ------------------------------------------------------
@@ -240,7 +284,9 @@ class LaunchConfig:
 # program: measured best on an H200 (scripts/tune_launch.py; docs/benchmarks.md).
 # Small tiles on one warp put many programs on each SM, so many independent
 # load-compute-store chains overlap; that beats fewer, wider programs here.
-BLOCK_M_BY_ELEMENT_SIZE = {4: 8, 2: 4}
+# (bf16 was 4 rows while a per-element dt made it instruction-bound; with
+# vLLM's per-head dt 8 rows win: 89% of copy against 78% at batch 256.)
+BLOCK_M_BY_ELEMENT_SIZE = {4: 8, 2: 8}
 NUM_WARPS = 1
 # Programs per SM below which a launch is too small to keep enough loads in
 # flight: then the tile is shrunk (small batches).
@@ -263,9 +309,9 @@ def choose_launch_config(
 
     * The tile covers the whole (padded) ``dstate`` row, so a warp reads
       contiguous, 16-byte-vectorised state rows (``stride(-1) == 1``).
-    * ``BLOCK_M`` = 8 rows for fp32 state, 4 for bf16/fp16, one warp: the
-      fastest of a sweep over 4..64 rows x 1..16 warps at the kernels.md
-      shapes on an H200 (85% of copy bandwidth fp32, 62% bf16 at batch 512).
+    * ``BLOCK_M`` = 8 rows, one warp: the fastest of a sweep over 4..64 rows
+      x 1..16 warps at the kernels.md shapes on an H200 (with vLLM's per-head
+      ``dt``: 91% of copy bandwidth fp32, 89% bf16 at batch 512).
     * While the grid has fewer than ``MIN_PROGRAMS_PER_SM`` programs per SM
       (small batches), halve ``BLOCK_M`` (down to 4) for parallelism.
 
@@ -382,6 +428,7 @@ def selective_state_update(
     src_s = p.src.stride() if has_idx else zero2
     dst_s = p.dst.stride() if has_idx else zero2
     grid = (triton.cdiv(p.dim, cfg.block_m), p.num_requests, p.nheads)
+    one_token = (p.cu_seqlens is None and p.num_accepted_tokens is None and p.tokens_per_request == 1)
 
     sanitizer.launch(
         _ssu_kernel, grid,
@@ -414,6 +461,8 @@ def selective_state_update(
         HAS_INDICES=has_idx,
         HAS_NUM_ACCEPTED=p.num_accepted_tokens is not None,
         IS_VARLEN=p.cu_seqlens is not None,
+        ONE_TOKEN=one_token,
+        DST_IS_SRC=has_idx and p.dst is p.src,
         GUARD=guard,
         CLAMP_ACCEPTED=clamp_for(bugs),
         BLOCK_M=cfg.block_m,

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Compile the decode kernels for a Hopper GPU on a machine without one; print their resources.
+
+    .venv/bin/python scripts/kernel_resources.py                 # registers, spills, SASS size
+    .venv/bin/python scripts/kernel_resources.py --sass ssu-bf16 # and dump one kernel's SASS
+
+Why: registers per thread set occupancy, and occupancy decided the kernels'
+gaps (docs/benchmarks.md). ptxas reports them at compile time, so a kernel
+change can be judged before any GPU time is spent. The script calls each
+kernel's real wrapper on CPU tensors at the benchmark's shapes, catches the
+launch (``mambalab.sanitizer.launch``), and compiles it with the same
+specialisation the JIT would use on the GPU (a stand-in driver that reports
+``sm_90``), then runs the bundled ``ptxas -v`` / ``cuobjdump``. The local
+Triton may differ from the GPU machine's: treat the numbers as a guide and
+confirm with ``ncu`` there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+os.environ["MAMBALAB_DEVICE"] = "cuda"
+os.environ.pop("TRITON_INTERPRET", None)
+
+import torch  # noqa: E402
+
+torch.cuda.is_available = lambda: True  # only so mambalab.device picks the compiled path
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.runtime.driver import driver  # noqa: E402
+
+warnings.filterwarnings("ignore", module="triton")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "lib"))
+
+
+class _StandInDriver:
+    """Just enough of a CUDA driver for ``JITFunction.run(..., warmup=True)``."""
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_device_interface(self):
+        return torch.cuda
+
+    def get_active_torch_device(self):
+        return torch.device("cpu")
+
+
+def _nvidia_bin(tool: str) -> str:
+    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / tool)
+
+
+def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | None = None):
+    """Run the wrapper of ``kernel_name`` at the benchmark's shapes; return the caught launch."""
+    from mambalab import bench, sanitizer
+    from mambalab.kernels import gated_delta_rule as gdn_mod
+    from mambalab.kernels import selective_state_update as ssu_mod
+
+    caught = {}
+
+    def fake_launch(kernel, grid, *args, name=None, row_axis=0, **kwargs):
+        caught.update(kernel=kernel, grid=grid, args=args, kwargs=kwargs)
+
+    captured = captured or batch
+    old_launch, sanitizer.launch = sanitizer.launch, fake_launch
+    old_sms = gdn_mod._num_sms
+    gdn_mod._num_sms = lambda device: 132
+    ssu_mod._sm_count = lambda index: 132
+    try:
+        idx = torch.zeros(captured, dtype=torch.int32)
+        idx[:batch] = torch.arange(1, batch + 1, dtype=torch.int32)
+        if kernel_name == "ssu":
+            s = bench.SSU
+            nh, hd, ds, ng = s["nheads"], s["headdim"], s["dstate"], s["ngroups"]
+            state = torch.zeros(captured + 1, nh, hd, ds, dtype=dtype)
+            x = torch.zeros(captured, nh, hd, dtype=dtype)
+            A = torch.zeros(nh)[:, None, None].expand(nh, hd, ds)
+            dtb = torch.zeros(nh)[:, None].expand(nh, hd)
+            B = torch.zeros(captured, ng, ds, dtype=dtype)
+            dt = torch.zeros(captured, nh, dtype=dtype)[:, :, None].expand(captured, nh, hd)  # vLLM's decode
+            cfg = ssu_mod.choose_launch_config(nh, hd, ds, captured, dtype, torch.device("cuda", 0))
+            with ssu_mod.launch_config_override(cfg):
+                ssu_mod.selective_state_update(state, x, dt, A, B, B.clone(), dtb.clone(), dt_bias=dtb,
+                                               z=x.clone(), dt_softplus=True, state_batch_indices=idx,
+                                               out=x.clone())
+        elif kernel_name == "gdn":
+            g = bench.GDN
+            H, HV, K, V = g["H"], g["HV"], g["K"], g["V"]
+            q = torch.zeros(1, captured, H, K, dtype=torch.bfloat16)
+            v = torch.zeros(1, captured, HV, V, dtype=torch.bfloat16)
+            gg = torch.zeros(1, captured, HV)
+            beta = torch.zeros(1, captured, HV, dtype=torch.bfloat16)
+            cu = torch.arange(captured + 1, dtype=torch.int32)
+            pool = torch.zeros(captured + 1, HV, V, K, dtype=dtype)
+            gdn_mod.fused_recurrent_gated_delta_rule(q, q.clone(), v, gg, beta, initial_state=pool,
+                                                     inplace_final_state=True, cu_seqlens=cu,
+                                                     ssm_state_indices=idx, use_qk_l2norm_in_kernel=True)
+        elif kernel_name == "conv":
+            from mambalab.kernels import causal_conv1d as conv_mod
+            from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
+
+            rule = conv_mod.decode_launch_config
+            conv_mod.decode_launch_config = lambda d, b, dt, dev: rule(d, b, dt, torch.device("cuda", 0))
+
+            c = bench.CONV
+            dim, width = c["dim"], c["width"]
+            x = torch.zeros(captured, dim, dtype=dtype)
+            state = make_conv_state(captured + 1, dim, width - 1, dtype, "cpu")
+            try:
+                causal_conv1d_update(x, state, torch.zeros(dim, width, dtype=dtype), torch.zeros(dim, dtype=dtype),
+                                     activation="silu", conv_state_indices=idx, out=torch.empty_like(x))
+            finally:
+                conv_mod.decode_launch_config = rule
+        else:
+            raise SystemExit(f"unknown kernel {kernel_name!r}")
+    finally:
+        sanitizer.launch = old_launch
+        gdn_mod._num_sms = old_sms
+    return caught
+
+
+def compile_launch(caught):
+    """Compile the caught launch for sm_90 exactly as ``kernel[grid](...)`` would; return the kernel."""
+    driver.set_active(_StandInDriver())  # left active: this process has no real driver to go back to
+    return caught["kernel"].run(*caught["args"], grid=caught["grid"], warmup=True, **caught["kwargs"])
+
+
+def resources(compiled) -> dict:
+    """Registers, shared memory, local (spill) memory from the cubin; SASS instruction count."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "k.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        report = subprocess.run([_nvidia_bin("cuobjdump"), "--dump-resource-usage", str(cubin)],
+                                capture_output=True, text=True).stdout
+    found = dict(re.findall(r"(REG|SHARED|LOCAL|STACK):(\d+)", report))
+    sass = sass_of(compiled)
+    return {
+        "registers": int(found.get("REG", -1)),
+        "shared": int(found.get("SHARED", -1)),
+        "local": int(found.get("LOCAL", -1)),
+        "sass_instructions": sum(1 for line in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line)),
+        "num_warps": compiled.metadata.num_warps,
+    }
+
+
+def sass_of(compiled) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "k.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        return subprocess.run([_nvidia_bin("cuobjdump"), "--dump-sass", str(cubin)], capture_output=True,
+                              text=True).stdout
+
+
+CASES = [("ssu", "fp32"), ("ssu", "bf16"), ("gdn", "fp32"), ("gdn", "bf16"), ("conv", "fp32"), ("conv", "bf16")]
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--cases", default=",".join(f"{k}-{d}" for k, d in CASES))
+    ap.add_argument("--sass", help="print the SASS of one case, e.g. ssu-bf16")
+    args = ap.parse_args(argv)
+    print(f"triton {triton.__version__}, sm_90a, batch {args.batch}")
+    print("| kernel | state | grid | launch | registers | shared B | local B | SASS instr |")
+    print("|---|---|---|---|---|---|---|---|")
+    for case in args.cases.split(","):
+        k, d = case.split("-")
+        caught = capture(k, DTYPES[d], args.batch)
+        compiled = compile_launch(caught)
+        r = resources(compiled)
+        launch = {n: v for n, v in caught["kwargs"].items()
+                  if (n.startswith("B") or n in ("ROWS", "SPLIT")) and isinstance(v, int)}
+        print(f"| {k} | {d} | {caught['grid']} | {launch} w={r['num_warps']} | {r['registers']} | "
+              f"{r['shared']} | {r['local']} | {r['sass_instructions']} |", flush=True)
+        if args.sass == case:
+            print(sass_of(compiled))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
