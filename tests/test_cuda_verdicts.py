@@ -1,0 +1,187 @@
+"""On a GPU, every replay (and the bug hunter) gives the verdict it gives on the CPU, with real CUDA graphs.
+
+Run on the GPU machine: ``MAMBALAB_DEVICE=cuda python -m pytest tests/test_cuda_verdicts.py -n 8``
+(skipped elsewhere: the tests are marked ``cuda``). Each run is a subprocess
+(a real illegal address ruins the CUDA context of the process that made it),
+once on the CPU (Triton interpreter, memory sanitizer) and once on CUDA, and
+the two verdicts are compared: exit code, kind (ok / diverged / illegal /
+crash), which requests diverge and where first, and the mechanism sentences
+read off the step records. On CUDA the subprocess also counts the engine's
+graphs: every captured padded size must be a real ``torch.cuda.CUDAGraph``
+and decode steps must replay them over the persistent buffers.
+
+One documented exception (docs/gpu-sanitizer.md), checked rather than
+skipped: ``pad-minus-one`` before the fix. On the CPU the sanitizer stops the
+padded row's ``-1`` as an illegal access. On the GPU the same ``-1`` addresses
+the bytes just before the state pool, which PyTorch's caching allocator has
+given to another tensor, so nothing faults: the verdict is a silent
+divergence (exit code 1 on both), and the step records still name the ``-1``
+in the state indices the kernels read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mambalab.scenarios import valid_bug_ids
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.cuda
+
+# Runs one replay and prints its verdict plus what the CUDA-graph layer did.
+_REPLAY = r"""
+import json, sys
+from mambalab import scenarios
+from mambalab.cuda_graph import CapturedGraph
+
+graphs = {"captured": [], "cuda_graphs": 0, "replays": 0}
+_init, _replay = CapturedGraph.__init__, CapturedGraph.replay
+
+def counting_init(self, body, *, size, use_cuda_graph=None):
+    _init(self, body, size=size, use_cuda_graph=use_cuda_graph)
+    graphs["captured"].append(size)
+    graphs["cuda_graphs"] += self.graph is not None
+
+def counting_replay(self):
+    graphs["replays"] += 1
+    return _replay(self)
+
+CapturedGraph.__init__, CapturedGraph.replay = counting_init, counting_replay
+bug, fixed, seed = sys.argv[1], sys.argv[2] == "fixed", int(sys.argv[3])
+result = scenarios.replay(bug, fixed=fixed, seed=seed)
+print(json.dumps({"result": result.to_dict(), "graphs": graphs}, default=str))
+"""
+
+
+def _env(device: str) -> dict:
+    env = dict(os.environ, MAMBALAB_DEVICE=device, PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]))
+    return env
+
+
+def replay_on(device: str, bug: str, fixed: bool, seed: int = 0) -> dict:
+    """The replay's verdict dict and graph counts, run in a fresh process on ``device``."""
+    r = subprocess.run([sys.executable, "-c", _REPLAY, bug, "fixed" if fixed else "bug", str(seed)],
+                       capture_output=True, text=True, timeout=900, env=_env(device))
+    lines = r.stdout.strip().splitlines()
+    assert lines and lines[-1].startswith("{"), f"exit {r.returncode}: {r.stderr[-3000:]}"
+    return json.loads(lines[-1])
+
+
+def kind(result: dict) -> str:
+    v = result["verdict"]
+    if v["illegal"]:
+        return "illegal"
+    if v["crash"]:
+        return "crash"
+    return "ok" if result["ok"] else "diverged"
+
+
+def first_divergence(result: dict) -> tuple | None:
+    divs = result["verdict"]["divergences"]
+    if not divs:
+        return None
+    d = min(divs, key=lambda d: (d["step"], d["rank"], d["req_id"]))
+    return d["kind"], d["step"], d["rank"], d["req_id"], d["position"]
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["pre-fix", "fixed"])
+@pytest.mark.parametrize("bug", valid_bug_ids())
+def test_replay_verdict_on_cuda_equals_cpu(bug, fixed):
+    cpu = replay_on("cpu", bug, fixed)
+    gpu = replay_on("cuda", bug, fixed)
+    c, g = cpu["result"], gpu["result"]
+    why = (c["verdict"]["summary"], g["verdict"]["summary"])
+
+    # real CUDA graphs on the GPU: one per captured padded size, replayed by the decode steps
+    graphs = gpu["graphs"]
+    assert graphs["cuda_graphs"] == len(graphs["captured"]), graphs
+    if kind(g) != "crash":  # a crash at capture (spec-slots before the fix) replays nothing
+        assert graphs["captured"] and graphs["replays"] > 0, graphs
+    assert sorted(graphs["captured"]) == sorted(cpu["graphs"]["captured"]), (graphs, cpu["graphs"])
+
+    assert c["ok"] == g["ok"], why  # the exit code: 0 when ok, else 1
+    if not fixed and bug in ("pad-minus-one", "zero-accepted"):
+        # The documented exceptions: an index read before an allocation. The CPU sanitizer stops it
+        # (pad-minus-one: the state load at slot -1; zero-accepted: row 0 reads column -1 of the
+        # index tensor). On the GPU the bytes before the tensor belong to another tensor of the
+        # caching allocator's segment: nothing faults, the run goes on and diverges silently.
+        arg = {"pad-minus-one": "state_ptr", "zero-accepted": "src_idx_ptr"}[bug]
+        assert kind(c) == "illegal" and c["verdict"]["illegal"]["arg"] == arg, c["verdict"]["illegal"]
+        assert c["verdict"]["illegal"]["slot"] == -1, c["verdict"]["illegal"]
+        assert kind(g) == "diverged", why
+        # up to where the CPU run stopped, the step records name the same mechanisms (less the
+        # sanitizer's sentence); the GPU run goes on and may name more
+        illegal = [x for x in c["signatures"] if "slot -1:" in x]
+        rest = [x for x in c["signatures"] if x not in illegal]
+        assert len(illegal) == 1 and g["signatures"][: len(rest)] == rest, (c["signatures"], g["signatures"])
+        return
+    assert kind(c) == kind(g), why
+    assert {d["req_id"] for d in c["verdict"]["divergences"]} == {d["req_id"] for d in g["verdict"]["divergences"]}
+    assert first_divergence(c) == first_divergence(g), why
+    assert c["signatures"] == g["signatures"]
+    if kind(c) == "crash":
+        assert c["verdict"]["crash"].split(":")[0] == g["verdict"]["crash"].split(":")[0], why
+
+
+# -- the bug hunter on CUDA ----------------------------------------------------------
+
+
+# A seed per switch with which the hunt finds it on the CPU within HUNT_BUDGET workloads (checked:
+# the test fails, naming the seed, if the CPU hunt does not). move-row-stale-source is left out: seed 0
+# does not find it within 40 workloads on the CPU.
+HUNT_SEEDS = {
+    "pad-minus-one": 0,
+    "stale-rows": 1,
+    "guard-lt-zero": 0,
+    "spec-slots/gather": 0,
+    "spec-slots/width": 0,
+    "spec-slots/padding": 0,
+    "stale-is-prefilling": 0,
+    "zero-accepted": 0,
+}
+HUNT_BUDGET = 16  # spec-slots/width needs 11 workloads with seed 0
+HUNT_SHRINK_RUNS = 12
+
+
+def hunt_on(device: str, bug: str, seed: int) -> tuple[int, dict, str]:
+    args = [sys.executable, "-m", "mambalab", "hunt", "--bugs", bug, "--budget", str(HUNT_BUDGET), "--seed",
+            str(seed), "--shrink-runs", str(HUNT_SHRINK_RUNS), "--device", device, "--json"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=1800, env=_env(device))
+    out = json.loads(r.stdout) if r.returncode in (0, 1) else {}
+    return r.returncode, out, r.stderr
+
+
+def _hunt_param(bug: str):
+    if bug != "zero-accepted":
+        return bug
+    # A real fault poisons the process's CUDA context, and the hunter runs every workload (and its
+    # shrinking) in one process: seen on an H200, a later zero-accepted workload's column -1 read
+    # an index that faulted, and the hunt died on the next CUDA call. Left to the hunter.
+    return pytest.param(bug, marks=pytest.mark.xfail(
+        reason="one CUDA fault ends the hunter's process (its workloads share one CUDA context)", strict=False))
+
+
+@pytest.mark.parametrize("bug", [_hunt_param(b) for b in HUNT_SEEDS])
+def test_hunter_on_cuda_finds_what_it_finds_on_cpu(bug):
+    pytest.importorskip("mambalab.hunt", reason="no bug hunter in this tree")
+    rc_cpu, cpu, err_cpu = hunt_on("cpu", bug, HUNT_SEEDS[bug])
+    assert rc_cpu == 1 and cpu["found"], f"the CPU hunt must find {bug} (exit {rc_cpu}): {err_cpu[-1500:]}"
+    rc_gpu, gpu, err_gpu = hunt_on("cuda", bug, HUNT_SEEDS[bug])
+    assert rc_gpu == 1 and gpu["found"], f"exit {rc_gpu}: {err_gpu[-1500:]}"
+    assert gpu["control"]["ok"] and cpu["control"]["ok"]  # the fixed engine passes the workload on both
+    assert gpu["minimal_verdict"]["ok"] is False
+    if cpu["kind"] == "illegal" and bug in ("pad-minus-one", "zero-accepted"):
+        # the exception above: what the sanitizer stops on the CPU is a silent divergence on the GPU,
+        # which shows only where the corrupted bytes reach an output: this workload or a later one
+        assert gpu["kind"] == "divergence" and gpu["workload_index"] >= cpu["workload_index"]
+    else:
+        # the same random workload is the first to fail, the same way
+        assert (gpu["workload_seed"], gpu["workload_index"]) == (cpu["workload_seed"], cpu["workload_index"])
+        assert gpu["kind"] == cpu["kind"]

@@ -1,0 +1,152 @@
+"""The GPU chapter's report module, headless: recorded runs load, tables and drawings say what the numbers say."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from matplotlib.figure import Figure
+
+from mambalab import gpu_report as gr
+from mambalab.bench import Row
+from mambalab.device import DEVICE_TYPE
+
+EARLIER = gr.RESULTS / "bench-h200.json"  # the first GPU run: no date, no null-row modes
+
+
+@pytest.fixture(scope="module")
+def recorded() -> gr.BenchData:
+    return gr.load(gr.RECORDED_BENCH)
+
+
+def test_recorded_run_names_device_versions_and_date(recorded):
+    env = recorded.environment
+    assert env["device"].startswith("NVIDIA") and env["torch"] and env["triton"] and env["cuda"]
+    assert len(env["date"]) == 10 and env["date"][4] == "-"
+    text = gr.provenance(recorded)
+    for part in (env["device"], env["torch"], env["triton"], env["date"], "recorded numbers", "No CUDA GPU here"):
+        assert part in text
+    assert not recorded.live
+
+
+def test_recorded_run_covers_what_the_chapter_draws(recorded):
+    assert recorded.kernels() == ["ssu", "gdn", "conv"] and recorded.dtypes() == ["fp32", "bf16"]
+    assert (9, 16) in recorded.padded_shapes()
+    for k in recorded.kernels():
+        for d in recorded.dtypes():
+            assert recorded.find(k, d, 9, 16, "skip") and recorded.find(k, d, 9, 16, "move"), (k, d)
+            assert [r.batch for r in recorded.curve(k, d)][:2] == [1, 2]
+    assert recorded.curve("gdn", "fp32", "fla"), "the fla-core baseline"
+
+
+def test_find_and_curve_select_the_right_rows(recorded):
+    r = recorded.find("ssu", "bf16", 64)
+    assert (r.kernel, r.dtype, r.batch, r.captured, r.impl) == ("ssu", "bf16", 64, 64, "mambalab")
+    skip, move = recorded.find("gdn", "fp32", 9, 16, "skip"), recorded.find("gdn", "fp32", 9, 16, "move")
+    assert skip.null_rows == "skip" and move.null_rows == "move" and move.us > skip.us
+    assert recorded.find("ssu", "fp32", 3) is None
+    assert all(r.batch == r.captured for r in recorded.curve("conv", "bf16"))
+
+
+def test_an_earlier_run_without_null_row_modes_still_loads():
+    old = gr.load(EARLIER)
+    assert old.rows and all(r.null_rows == "skip" for r in old.rows)
+    assert "date not recorded" in gr.provenance(old)
+    rows = gr.padding_rows(old)
+    assert rows and all(p["move_us"] is None for p in rows)
+    assert "-" in gr.padding_table(old)
+
+
+def test_padding_rows_are_differences_of_the_recorded_times(recorded):
+    rows = {(p["kernel"], p["dtype"], p["active"]): p for p in gr.padding_rows(recorded)}
+    p = rows[("ssu", "fp32", 9)]
+    base, skip, move = (recorded.find("ssu", "fp32", 9), recorded.find("ssu", "fp32", 9, 16, "skip"),
+                        recorded.find("ssu", "fp32", 9, 16, "move"))
+    assert p["skip_extra_us"] == pytest.approx(skip.us - base.us)
+    assert p["move_extra_us"] == pytest.approx(move.us - base.us)
+    table = gr.padding_table(recorded)
+    assert "9→16" in table and f"{skip.us:.2f}" in table
+
+
+def test_targets_follow_the_thresholds():
+    rows = []
+    for batch, us, pct in ((1, 4.0, 40.0), (9, 20.0, 80.0), (64, 100.0, 86.0), (256, 400.0, 90.0)):
+        rows.append(Row("ssu", "mambalab", "fp32", batch, batch, us, 0.0, pct))
+    rows.append(Row("ssu", "mambalab", "fp32", 9, 16, 21.5, 0.0, 75.0, "skip"))
+    data = gr.BenchData({"device": "X"}, 1000.0, rows)
+    got = {t["target"].split()[0]: t for t in gr.targets(data)}
+    assert got[">="]["met"] and got[">="]["value"] == "86-90%"
+    assert not got["9"]["met"] and got["9"]["value"] == "+1.50 µs"
+    assert got["batch"]["met"]
+    assert "2 of 3 targets met" in gr.targets_table(data)
+
+
+def test_bandwidth_table_lists_each_implementation(recorded):
+    table = gr.bandwidth_table(recorded)
+    assert "fla" in table and table.count("mambalab") == 6
+    line = next(ln for ln in table.splitlines() if ln.startswith("gdn") and "fla" in ln)
+    assert f"{recorded.find('gdn', 'fp32', 64, impl='fla').pct_copy:.0f}%" in line
+
+
+def test_drawings(recorded):
+    fig = gr.plot_bandwidth(recorded)
+    assert isinstance(fig, Figure) and len(fig.axes) == 3
+    assert "copy bandwidth" in fig.get_suptitle()
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert any("fla-core" in t for t in labels) and any("padded" in t for t in labels)
+    pad = gr.plot_padding(recorded)
+    title = pad.axes[0].get_title(loc="left")
+    assert title.startswith("padding 9 -> 16") and "moved state" in title
+    assert len(pad.axes[0].patches) == 2 * len(recorded.kernels()) * len(recorded.dtypes())
+
+
+def test_memcheck_report_recorded():
+    text = gr.memcheck_report(live=False)
+    assert "Recorded on the GPU machine" in text
+    assert "Invalid __global__ read" in text and "selective_state_update.py" in text
+    assert "ERROR SUMMARY: 0 errors" in text
+    assert "Access to 0x… is out of bounds" in text and "0x7f" not in text
+    assert "ERROR SUMMARY: 2562 errors" in text and "Host Frame" not in text
+
+
+def test_replay_verdicts_recorded():
+    text = gr.replay_verdicts(live=False)
+    lines = text.splitlines()
+    assert lines[0].startswith("Recorded on the GPU machine")
+    assert any(ln.startswith("pad-minus-one (pre-fix)") for ln in lines)
+    assert any(ln.startswith("stale-is-prefilling (fixed)") and "OK" in ln for ln in lines)
+    assert "tests/test_cuda_verdicts.py" in lines[-1] and "passed" in lines[-1] and " failed" not in lines[-1]
+
+
+def test_load_or_measure_without_a_gpu_loads_the_recorded_run(recorded):
+    if DEVICE_TYPE == "cuda":
+        pytest.skip("on a GPU load_or_measure measures")
+    data = gr.load_or_measure()
+    assert not data.live and data.rows == recorded.rows
+    with pytest.raises(RuntimeError, match="CUDA GPU"):
+        gr.measure()
+
+
+def test_exercise_cases():
+    assert gr.ssu_bytes(128, 64, 128, 4, 1) == 2 * 4 * 2**20
+    assert gr.null_programs(64, 8, 128, 9, 16) == 8 * 128 * 7
+    assert gr.null_programs(17, 4, 3, 2, 4) == 5 * 3 * 2
+    for eid in ("06.1", "06.2"):
+        assert len(gr.exercise_cases(eid)) == 4
+
+
+def test_bench_json_round_trip(tmp_path):
+    rows = [Row("conv", "mambalab", "bf16", 9, 16, 2.5, 100.0, 2.4, "move")]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"environment": {"device": "D", "date": "2030-01-01"}, "copy_gbps": 4000.0,
+                                "rows": [r.__dict__ for r in rows]}))
+    data = gr.load(path)
+    assert data.rows == rows and data.copy_gbps == 4000.0
+
+
+@pytest.mark.cuda
+def test_measure_live_on_a_gpu():
+    data = gr.measure(batches=[1, 9, 16], kernels=("conv",), dtypes=("fp32",))
+    assert data.live and "Measured now" in gr.provenance(data)
+    assert data.find("conv", "fp32", 9, 16, "skip") and data.find("conv", "fp32", 9, 16, "move")
+    assert gr.padding_rows(data)
