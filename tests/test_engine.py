@@ -111,3 +111,20 @@ def test_eager_dummy_run_touches_no_state():
     dummy = [r for r in records if r.kind == "dummy" and r.step == 2]
     assert len(dummy) == 1 and dummy[0].mode == "NONE" and dummy[0].num_tokens == 3
     assert dummy[0].state_slots == [] and dummy[0].num_decodes == dummy[0].num_prefills == 0
+
+
+def test_short_speculative_decode_keeps_its_anchor():
+    """"all" + 2 speculative tokens: near max_tokens the drafter proposes fewer drafts, so a decode
+    row schedules fewer than 1 + num_spec tokens (an eager step). Its states are still written
+    from block_idx_last_scheduled_token on, so the next step must start from there, not from the
+    block-boundary fallback (found by the hunter's clean run)."""
+    from mambalab.scenarios import run_workload
+    from mambalab.workload import Workload
+
+    rc = RunnerConfig(max_num_seqs=1, max_num_batched_tokens=8, max_model_len=32, block_size=4,
+                      num_blocks=68, mamba_cache_mode="all", num_speculative_tokens=2)
+    w = Workload(EngineConfig(rc, model_seed=14, acceptance=(0, 0, 0, 1), drafter_seed=332),
+                 {1: [Add("r0", (2, 25, 19, 28, 7, 18), 4)]})
+    verdict, records = run_workload(w, BugConfig())
+    assert verdict.ok, verdict.summary()
+    assert [r.mode for r in records] == ["NONE", "FULL", "PIECEWISE", "PIECEWISE"]

@@ -253,7 +253,7 @@ class ModelRunner:
             decode_logits, prefill_logits = self._run_eager(p, md)
             num_decode_rows = md.num_decodes
         sampled = self._sample(p, decode_logits, num_decode_rows, prefill_logits, so)
-        self._post_process(p, sampled, so)
+        self._post_process(p, sampled, so, md.num_decodes)
         record.null_block_dirty = not self.state.slot_is_zero(NULL_BLOCK_ID)
         record.sampled = {k: list(v) for k, v in sampled.items()}
         record.num_accepted = {rid: int(ib.num_accepted_tokens_cpu[ib.req_id_to_index[rid]])
@@ -375,9 +375,12 @@ class ModelRunner:
                 out[rid] = [int(prefill_logits[row].argmax())]
         return out
 
-    def _post_process(self, p, sampled: dict[str, list[int]], so: SchedulerOutput) -> None:
+    def _post_process(self, p, sampled: dict[str, list[int]], so: SchedulerOutput, num_decodes: int) -> None:
+        """Accepted counts, output tokens, and ("all" + spec) each decode row's anchor: the decode
+        kernels wrote its states from ``block_idx_last_scheduled_token`` on, whatever its query
+        length (a row with fewer drafts than ``num_speculative_tokens`` included); a prefill
+        chunk leaves block-boundary states, which the builder's fallback finds."""
         ib = self.input_batch
-        uq = self.cfg.uniform_decode_query_len
         B = self.cfg.block_size
         for row, rid in enumerate(ib.req_ids):
             q = int(p.num_scheduled_tokens[row])
@@ -387,7 +390,7 @@ class ModelRunner:
             elif not self.bugs.has("zero-accepted"):
                 ib.num_accepted_tokens_cpu[row] = 1  # pre-fix: only speculative rows were written
             if self.cfg.mamba_cache_mode == "all" and self.cfg.num_speculative_tokens:
-                if q == uq:
+                if row < num_decodes:
                     seq_len = int(ib.num_computed_tokens_cpu[row]) + q
                     self.mamba_state_idx[rid] = max(0, (seq_len - 1) // B)
                 else:

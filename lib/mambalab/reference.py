@@ -32,7 +32,7 @@ class Divergence:
         if self.kind == "token":
             return (f"step {self.step}: request {self.req_id} (rank {self.rank}) output token "
                     f"#{self.position}: expected {self.expected}, got {self.got}")
-        return (f"request {self.req_id} (rank {self.rank}) final state {self.position}: "
+        return (f"request {self.req_id} (rank {self.rank}) final state: "
                 f"{self.got} (expected the reference within {STATE_ATOL})")
 
 
