@@ -169,6 +169,12 @@ def reorder_batch_to_split_decodes_and_prefills(
     return modified
 
 
+def fill_padded_rows(block_table: torch.Tensor, num_reqs: int, pad_value: int) -> None:
+    """Rows ``[num_reqs:]`` of a padded device block table name no request: fill them with the pad
+    value (``NULL_BLOCK_ID``, which the kernels skip; ``-1`` before #35431)."""
+    block_table[num_reqs:].fill_(pad_value)
+
+
 def build_attention_metadata(
     input_batch: "InputBatch",
     buffers: "RunnerBuffers",
@@ -205,7 +211,7 @@ def build_attention_metadata(
     out = []
     for bt in input_batch.block_table.block_tables:
         blk = bt.get_device_tensor(num_reqs_padded)
-        blk[num_reqs:num_reqs_padded].fill_(bugs.block_table_pad_value)
+        fill_padded_rows(blk, num_reqs, bugs.block_table_pad_value)
         out.append(
             CommonAttentionMetadata(
                 query_start_loc=buffers.query_start_loc.gpu[: num_reqs_padded + 1],
