@@ -31,9 +31,11 @@ SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
 CHAPTERS = {
     "00_tour": [],
     "01_null_block_sentinel": [35431, 39064],
-    "02_stale_rows": [37728],
-    "03_spec_decode_slots": [41233],
+    "02_stale_rows": [37728, 49757],
+    "03_spec_decode_slots": [41233, 48475],
     "04_stale_is_prefilling": [41873],
+    "05_bug_hunt": [35431, 37728, 39064, 41233, 41873, 49757, 48475],
+    "06_gpu": [],
 }
 WIDGET_CALL = re.compile(r"\b(bug_panel|engine_explorer)\(")
 EXERCISE_CALL = re.compile(r'^check\("(\d\d\.\d)", (\w+)\)$', re.M)

@@ -55,6 +55,7 @@ from .kv_cache_spec import MambaSpec
 from .mamba_metadata import MambaAttentionMetadataBuilder
 from .metadata import build_attention_metadata
 from .model_runner import StepRecord
+from .planted import Plant
 from .reference import Verdict, judge, reference_output
 from .runner_inputs import RunnerBuffers
 from .scenarios import ReplayResult, scenario_for, signatures
@@ -1209,6 +1210,53 @@ def _ex_04_3():
     return cases
 
 
+def _ex_05_1():
+    from .planted import repeat_last_live
+
+    cases = []
+    for slots, nd in [([3, 5, 0, 0], 2), ([7, 2, 9, 4, 0, 0, 0, 0], 1), ([0, 0], 0), ([4, 9, 2, 1], 3),
+                      ([6, 8], 2)]:
+        cases.append(((list(slots), nd), repeat_last_live(slots, nd)))
+    return cases
+
+
+class Needs:
+    """A failure predicate with a readable repr: the list still holds all of ``items`` (in any order)."""
+
+    def __init__(self, *items) -> None:
+        self.items = items
+
+    def __call__(self, xs: list) -> bool:
+        return all(x in xs for x in self.items)
+
+    def __repr__(self) -> str:
+        return f"Needs{self.items!r}"
+
+
+class SumAtLeast:
+    """A failure predicate: the list's sum reaches ``total``."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+
+    def __call__(self, xs: list) -> bool:
+        return sum(xs) >= self.total
+
+    def __repr__(self) -> str:
+        return f"SumAtLeast({self.total})"
+
+
+def _ex_05_2():
+    from .hunt import drop_one_at_a_time
+
+    cases = []
+    for items, fails in [([1, 3, 5, 7, 9], Needs(3, 7)), ([4, 1, 4, 2], SumAtLeast(8)),
+                         (["add r0", "add r1", "abort r1", "add r2"], Needs("add r1", "abort r1")),
+                         ([2, 2, 2], SumAtLeast(2)), ([5], Needs(5))]:
+        cases.append(((list(items), fails), drop_one_at_a_time(items, fails)))
+    return cases
+
+
 EXERCISES: dict[str, Exercise] = {e.id: e for e in [
     Exercise("00.1", "num_reqs_padded", "rows a FULL decode graph runs for num_reqs one-token requests",
              _ex_00_1),
@@ -1232,7 +1280,21 @@ EXERCISES: dict[str, Exercise] = {e.id: e for e in [
     Exercise("04.1", "is_prefilling_fixed", "is_prefilling over the padded rows, as after #41873", _ex_04_1),
     Exercise("04.2", "mamba_split", "(num_decodes, num_prefills) as Mamba splits a batch", _ex_04_2),
     Exercise("04.3", "rows_on_wrong_state", "live rows whose graph slot is not their own", _ex_04_3),
+    Exercise("05.1", "pad_tail", "a graph buffer column with its padded entries filled by the planted bug",
+             _ex_05_1),
+    Exercise("05.2", "shrink_list", "a 1-minimal failing list, dropping one item at a time", _ex_05_2),
+    Exercise("06.1", "state_bytes_moved", "bytes of state one SSU decode call moves (read + write)",
+             lambda: _gpu_report_cases("06.1")),
+    Exercise("06.2", "null_programs", "programs of a padded SSU launch that only write zeros",
+             lambda: _gpu_report_cases("06.2")),
 ]}
+
+
+def _gpu_report_cases(exercise_id: str):
+    """The GPU chapter's cases live with its report module (imported on demand)."""
+    from .gpu_report import exercise_cases
+
+    return exercise_cases(exercise_id)
 
 
 def _same(a, b) -> bool:
@@ -1271,3 +1333,20 @@ def reveal(exercise_id: str, fn: Callable) -> Text:
     """A solution's source, then its check."""
     src = textwrap.dedent(inspect.getsource(fn)).rstrip()
     return Text(f"{src}\n\n{check(exercise_id, fn)}")
+
+
+def plant_pad_tail(pad_tail: Callable) -> tuple[Plant, Text]:
+    """Notebook 05's plant: the learner's ``pad_tail`` when it passes exercise 05.1, else the library's
+    :func:`mambalab.planted.repeat_last_live` (so the chapter runs before the exercise is done)."""
+    from .planted import plant_padded_tail, repeat_last_live
+
+    verdict = check("05.1", pad_tail)
+    if str(verdict).startswith("exercise 05.1: correct"):
+        return plant_padded_tail(pad_tail), Text("planting your pad_tail (it passes exercise 05.1)")
+    return plant_padded_tail(repeat_last_live), Text(
+        f"planting the library's repeat_last_live ({verdict.removeprefix('exercise 05.1: ')})")
+
+
+def hunt_report(result) -> Text:
+    """A hunt's report without timings: the same text on every run (what the notebook shows)."""
+    return Text(result.report(timings=False))
