@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # outputs compared after sanitizing addresses, timings and figure sizes).
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: lab test compat bench clean
+.PHONY: lab test compat bench clean browser
 
 $(VENV)/.installed: pyproject.toml scripts/bootstrap.py
 	$(PYTHON) scripts/bootstrap.py $(VENV)
@@ -16,8 +16,13 @@ $(VENV)/.installed: pyproject.toml scripts/bootstrap.py
 lab: $(VENV)/.installed
 	$(VENV)/bin/jupyter lab notebooks/
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed browser
 	$(PY) -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
+
+# Debian's chromium (and fonts) for tests/test_browser.py, installed with apt-get where missing (as root);
+# checked on every run, instant when present. MAMBALAB_SKIP_BROWSER=1 skips the browser test instead.
+browser:
+	$(PYTHON) scripts/bootstrap.py --chromium
 
 # The interpreter-facing tests again under the oldest supported Triton (3.6).
 compat: $(VENV)/.installed

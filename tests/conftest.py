@@ -24,3 +24,19 @@ def _seed_everything():
     np.random.seed(0)
     torch.manual_seed(0)
     yield
+
+
+def pytest_terminal_summary(terminalreporter):
+    """List the browser test's screenshots and timings (its ``record_property`` values), with or without ``-s``."""
+    found: dict[str, set] = {"screenshot": set(), "timing": set()}
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            if getattr(rep, "when", None) == "call":
+                for k, v in getattr(rep, "user_properties", ()):
+                    if k in found:
+                        found[k].add(v)
+    for key, title in (("timing", "browser timings"), ("screenshot", "browser screenshots")):
+        if found[key]:
+            terminalreporter.section(title)
+            for line in sorted(found[key]):
+                terminalreporter.write_line(line)

@@ -204,7 +204,13 @@ def message(ax, text: str, title: str | None = None) -> None:
     )
 
 
-_STROKE = [patheffects.withStroke(linewidth=2.2, foreground="white")]
+def _halo(textcolor: str) -> list:
+    """A stroke around a label on a hatch, in the opposite shade of the text (white text gets a dark halo)."""
+    from matplotlib.colors import to_rgb
+
+    r, g, b = to_rgb(textcolor)
+    light = 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.5
+    return [patheffects.withStroke(linewidth=2.6 if light else 2.2, foreground="#1A1A1A" if light else "white")]
 
 
 def cell(
@@ -252,7 +258,7 @@ def cell(
             fontsize = max(4.5, min(fontsize, 0.9 * fit_pt * w / (0.62 * max(len(text), 1))))
         ax.text(
             x, y, text, ha="center", va="center", fontsize=fontsize, color=textcolor,
-            weight=weight, zorder=zorder + 2, path_effects=_STROKE if hatch else None, in_layout=False,
+            weight=weight, zorder=zorder + 2, path_effects=_halo(textcolor) if hatch else None, in_layout=False,
         )
 
 

@@ -1,7 +1,7 @@
 """The panel every bug panel and the engine explorer are made of.
 
 Layout (``ipywidgets``, top to bottom): header; fix / knobs; buttons
-(◀ Back, Step ▶, Replay ⏭, Reset ⟲, the DP rank shown, "verdict on every
+(◀ Back, Step ▶, Replay ⇥, Reset ⟲, the DP rank shown, "verdict on every
 change"); a status line; explanatory messages; the verdict (whole scenario,
 and the tokens up to the step shown); one tab per drawing, each with its
 findings in words above the figure; a collapsed "details" ``Output`` with the
@@ -89,15 +89,16 @@ class Panel:
         self.step_button = widgets.Button(description="Step ▶", button_style="primary",
                                           tooltip="advance the engine one step (Engine.step_once)",
                                           layout=widgets.Layout(width="100px"))
-        self.replay_button = widgets.Button(description="Replay ⏭", tooltip="run the whole scenario: final verdict",
+        self.replay_button = widgets.Button(description="Replay ⇥", tooltip="run the whole scenario: final verdict",
                                             layout=widgets.Layout(width="100px"))
         self.reset_button = widgets.Button(description="Reset ⟲", tooltip="a new engine at step 0",
                                            layout=widgets.Layout(width="90px"))
         self.rank_select = widgets.Dropdown(options=[("rank 0", 0)], value=0, description="DP rank shown",
                                             style={"description_width": "initial"},
-                                            layout=widgets.Layout(width="190px"))
-        self.auto_verdict = widgets.Checkbox(value=auto_verdict, indent=False,
-                                             description="verdict on every change (runs the whole scenario)",
+                                            layout=widgets.Layout(width="300px"))  # fits "(the one that matters)"
+        self.auto_verdict = widgets.Checkbox(value=auto_verdict, indent=False, description="verdict on every change",
+                                             tooltip="run the whole scenario after every change, so that the "
+                                                     "verdict is always final (a few seconds on a CPU)",
                                              layout=widgets.Layout(width="auto"))
         self.status = widgets.HTML()
         self.message = widgets.HTML()
@@ -118,6 +119,12 @@ class Panel:
                                     self.tabs, self.details],
                                    layout=widgets.Layout(width="100%", max_width="1000px"))
 
+        self._tag({"panel": self.widget, "header": self.header, "back": self.back_button, "step": self.step_button,
+                   "replay": self.replay_button, "reset": self.reset_button, "rank": self.rank_select,
+                   "auto-verdict": self.auto_verdict, "status": self.status, "message": self.message,
+                   "verdict": self.verdict, "views": self.tabs, "details": self.details, "log": self.log})
+        for name in self.view_names:
+            self._tag({"figure": self.slots[name].image, "findings": self.findings[name]}, suffix=name)
         for w in watched:
             w.observe(self._on_knob, names="value")
         self.auto_verdict.observe(self._on_auto_verdict, names="value")
@@ -127,6 +134,18 @@ class Panel:
         self.step_button.on_click(lambda _b: self._click(self.step))
         self.replay_button.on_click(lambda _b: self._click(self.replay))
         self.reset_button.on_click(lambda _b: self._click(self.reset))
+
+    @staticmethod
+    def _tag(parts: dict[str, widgets.Widget], suffix: str = "") -> None:
+        """Give each widget a stable CSS class ``mambalab-ROLE`` (and ``mambalab-ROLE-SUFFIX``).
+
+        The browser test (``tests/test_browser.py``) finds the panel's parts by
+        these classes, not by their words or their position in the layout.
+        """
+        for role, w in parts.items():
+            w.add_class(f"mambalab-{role}")
+            if suffix:
+                w.add_class(f"mambalab-{role}-{suffix}")
 
     @guarded()
     def _start(self) -> None:
@@ -441,7 +460,8 @@ class Panel:
             notes.append(self._action_note)
             self._action_note = None
         if s.engine is None:
-            notes.append(("bad", f"The engine could not start: {s.startup_error}"))
+            notes.append(("bad", "The engine could not start: the verdict below says where and why. There is "
+                                 "nothing to step until it does (toggle the fix, or change a knob)."))
         else:
             snap = s.snapshot(self.cursor)
             if snap.crash is not None:
@@ -482,9 +502,11 @@ class Panel:
                 text += "<br><span style='font-size:12px'>mechanism: " + lines_html(mech, 3) + "</span>"
             out.append(box(text, OK_COLOUR if r.verdict.ok else BAD_COLOUR))
         else:
-            out.append(box("<b>? whole scenario: not run yet</b> — press Replay ⏭ (or tick “verdict on every "
+            out.append(box("<b>? whole scenario: not run yet</b> — press Replay ⇥ (or tick “verdict on every "
                            "change”).", NEUTRAL_COLOUR))
         so_far, ok = s.verdict_so_far(self.cursor)
+        if s.engine is None:
+            so_far = "the engine did not start (the crash is above)"  # said twice already: message and verdict
         colour = NEUTRAL_COLOUR if ok is None else (OK_COLOUR if ok else BAD_COLOUR)
         mark = "·" if ok is None else ("✓" if ok else "✗")
         out.append(box(f"{mark} at step {self.cursor}: {esc(so_far)}", colour))

@@ -56,8 +56,11 @@ class Knob:
                                     description=self.label, continuous_update=False, style=style,
                                     readout_format=".2f", layout=widgets.Layout(width="290px"))
         elif self.kind == "choice":
+            # Browsers size a <select> to its longest option without the room ipywidgets' arrow takes,
+            # which hides the option's last characters: give it room for the longest label (13 px font).
+            longest = max((len(str(label)) for label, _ in self.options), default=8)
             w = widgets.Dropdown(options=list(self.options), value=v, description=self.label, style=style,
-                                 layout=widgets.Layout(width="auto"))
+                                 layout=widgets.Layout(width=f"{int(7.5 * (len(self.label) + longest)) + 56}px"))
         elif self.kind == "bool":
             w = widgets.Checkbox(value=bool(v), description=self.label, indent=False, style=style,
                                  layout=widgets.Layout(width="auto"))

@@ -96,6 +96,12 @@ class BugPanel(Panel):
         watched = [self.fix_toggle, *self.knob_widgets.values()] + ([self.part_select] if self.part_select else [])
         super().__init__(header_html=_header(spec), control_rows=[row1, row2], watched=watched,
                          views=spec.views, first_view=spec.first_view, auto_verdict=auto_verdict)
+        self._tag({"bug-panel": self.widget, "fix": self.fix_toggle})
+        self.widget.add_class(f"mambalab-bug-{base}")
+        if self.part_select is not None:
+            self._tag({"part": self.part_select})
+        for name, w in self.knob_widgets.items():
+            self._tag({"knob": w}, suffix=name)
         self._start()
 
     def _short_name(self) -> str:

@@ -60,6 +60,9 @@ class EngineExplorer(Panel):
                          watched=[*self.knob_widgets.values(), self.bug_select],
                          views=("block_table", "metadata", "state_pool", "timeline", "access_map"),
                          first_view="block_table", auto_verdict=auto_verdict)
+        self._tag({"explorer": self.widget, "bugs": self.bug_select})
+        for name, w in self.knob_widgets.items():
+            self._tag({"knob": w}, suffix=name)
         self._start()
 
     def knob_values(self) -> dict[str, Any]:

@@ -61,8 +61,9 @@ def explain(k: dict) -> list[str]:
         out.append(f"Rank 1 runs a dummy batch in every step it has no request (after A finishes, until D "
                    f"arrives at step {k['d_arrives']}) while rank 0 decodes C.")
         if k["dp"] > 2:
-            out.append(f"Ranks 2–{k['dp'] - 1} never get a request: they run dummy batches over empty rows "
-                       f"(null block only: harmless).")
+            who = "Rank 2 never gets a request: it runs" if k["dp"] == 3 else \
+                f"Ranks 2–{k['dp'] - 1} never get a request: they run"
+            out.append(f"{who} dummy batches over empty rows (null block only: harmless).")
     return out
 
 
