@@ -37,10 +37,9 @@ TARGET_WORKLOADS, TARGET_SECONDS, TARGET_STEPS, TARGET_CLEAN = 200, 60.0, 6, 200
 
 
 def _median(xs):
-    xs = sorted(x for x in xs if x is not None)
-    if not xs:
-        return None
-    return xs[len(xs) // 2] if len(xs) % 2 or xs[len(xs) // 2] == float("inf") else statistics.median(xs)
+    """The median, ``None`` for none; ``inf`` (a seed that found nothing) propagates as itself."""
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
 
 
 def hunt_one(bug: str, seed: int, budget: int, shrink_runs: int) -> dict:

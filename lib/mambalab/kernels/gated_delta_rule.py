@@ -179,36 +179,19 @@ def _gdn_decode_kernel(
     # run with the registers of about 6 KiB (docs/benchmarks.md).
     RB: tl.constexpr = BV // SPLIT
     o_v0 = i_v * BV + tl.arange(0, RB)
-    if SPLIT == 2:
-        h_a = _load_rows(h0, slot, i_hv, o_v0, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K,
-                         HAS_INITIAL_STATE, RB, BK)
+    h_a = _load_rows(h0, slot, i_hv, o_v0, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K,
+                     HAS_INITIAL_STATE, RB, BK)
+    if SPLIT == 2:  # the second block's load is issued before any work on the first
         h_b = _load_rows(h0, slot, i_hv, o_v0 + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K,
                          HAS_INITIAL_STATE, RB, BK)
-        _gdn_rows(h_a, o_v0, q, k, v, g, beta, o, ht, state_indices, A_log, dt_bias,
-                  scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
+    for half in tl.static_range(SPLIT):
+        _gdn_rows(h_a if half == 0 else h_b, o_v0 + half * RB, q, k, v, g, beta, o, ht, state_indices,
+                  A_log, dt_bias, scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
                   i_b, i_h, i_hv, i_n, bos, flat0, seq_len, slot,
                   s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
                   s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
                   s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
                   HV, K, V, BK, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
-        _gdn_rows(h_b, o_v0 + RB, q, k, v, g, beta, o, ht, state_indices, A_log, dt_bias,
-                  scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
-                  i_b, i_h, i_hv, i_n, bos, flat0, seq_len, slot,
-                  s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
-                  s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
-                  s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
-                  HV, K, V, BK, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
-    else:
-        h_a = _load_rows(h0, slot, i_hv, o_v0, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K,
-                         HAS_INITIAL_STATE, RB, BK)
-        _gdn_rows(h_a, o_v0, q, k, v, g, beta, o, ht, state_indices, A_log, dt_bias,
-                  scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
-                  i_b, i_h, i_hv, i_n, bos, flat0, seq_len, slot,
-                  s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
-                  s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
-                  s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
-                  HV, K, V, BK, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
-
 
 @triton.jit
 def _load_rows(h0, slot, i_hv, o_v, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k,
