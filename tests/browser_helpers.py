@@ -215,6 +215,41 @@ _READ_NOTEBOOK = """
 """
 
 
+# One cell's output area: its <details> elements (how many, how many open) and whether ``needle`` is in
+# its text (in one text node) and shown: not in the body of a closed <details>, its element rendered
+# (checkVisibility: no display:none or content-visibility:hidden on the way up, which is how Chromium
+# hides a closed <details>'s body) and a range around it with a non-empty box. A range's box alone is
+# not enough: asking for it lays out the skipped content of a closed <details>.
+_TEXT_SHOWN = """
+([index, needle]) => {
+  const panel = [...document.querySelectorAll('.jp-NotebookPanel')].find(p => !p.classList.contains('lm-mod-hidden'));
+  const cell = panel && panel.querySelectorAll('.jp-Notebook .jp-Cell')[index];
+  const area = cell && cell.querySelector('.jp-OutputArea');
+  if (!area) return {details: 0, open: 0, present: false, visible: false};
+  const details = [...area.querySelectorAll('details')];
+  const walker = document.createTreeWalker(area, NodeFilter.SHOW_TEXT);
+  let present = false, visible = false;
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    const at = node.data.indexOf(needle);
+    if (at < 0) continue;
+    present = true;
+    const range = document.createRange();
+    range.setStart(node, at);
+    range.setEnd(node, at + needle.length);
+    const box = range.getBoundingClientRect();
+    const el = node.parentElement;
+    const folded = el.closest('details:not([open])');
+    const inFold = folded && !el.closest('summary');
+    const rendered = typeof el.checkVisibility !== 'function' ||
+      el.checkVisibility({visibilityProperty: true, opacityProperty: true});
+    if (!inFold && rendered && box.width > 0 && box.height > 0) visible = true;
+  }
+  return {details: details.length, open: details.filter(d => d.open).length, present, visible};
+}
+"""
+
+
 class NotebookPage:
     """One notebook opened in JupyterLab in its own browser page."""
 
@@ -288,6 +323,11 @@ class NotebookPage:
                 raise TimeoutError(f"{self.name}: kernel not idle after {timeout:.0f} s "
                                    f"(status {state and state['status']}, cells running/queued: {running})")
             time.sleep(0.25)
+
+    def text_shown(self, cell_index: int, needle: str) -> dict:
+        """In a cell's outputs: ``details`` / ``open`` (<details> elements, open ones), ``present``
+        (``needle`` is in the page's text) and ``visible`` (and drawn, i.e. a reader sees it)."""
+        return self.page.evaluate(_TEXT_SHOWN, [cell_index, needle])
 
     def output_area(self, cell_index: int):
         return self.panel.locator(".jp-Notebook .jp-Cell").nth(cell_index).locator(".jp-OutputArea").first

@@ -6,7 +6,8 @@ temporary copy of ``notebooks/``), Run ▸ Run All Cells from the menu, wait unt
 the kernel is idle, then check that every cell ran, that no cell shows an
 error, and that every cell whose committed output is a widget's placeholder
 (``scripts/run_notebooks.py`` stores a note in place of a live panel) now
-shows a live widget, not its text form.
+shows a live widget, not its text form, and that no exercise's solution is on
+show (its ``reveal(...)`` output stays a closed ``<details>``).
 
 Then the notebook's first bug panel (``MAMBALAB_BROWSER_PANELS=all``: every
 one) is operated with the mouse and keyboard: the fix toggle is clicked (the
@@ -152,6 +153,25 @@ def _problems_after_run(nb: dict, state: dict, expected_widgets: list[int]) -> l
         if not live:
             problems.append(f"{_where(nb, i)} should show a live widget panel; it shows "
                             f"{[(o['mime'], o['text'][:80]) for o in state['cells'][i]['outputs']]}")
+    return problems
+
+
+SOLUTION_IMPORT = re.compile(r"from solutions\.\w+ import (\w+) as solution")
+
+
+def _solutions_shown(nb: dict, page: NotebookPage) -> list[str]:
+    """Solutions on show after Run All: each ``reveal(...)`` output must stay a closed <details>."""
+    problems = []
+    for i, cell in enumerate(nb["cells"]):
+        m = SOLUTION_IMPORT.search(_source(cell)) if cell["cell_type"] == "code" else None
+        if not m or "reveal(" not in _source(cell):
+            continue
+        seen = page.text_shown(i, f"def {m.group(1)}(")
+        if not seen["present"]:
+            problems.append(f"{_where(nb, i)}: the solution's source is not in its output ({seen})")
+        elif seen["visible"] or seen["details"] == 0 or seen["open"]:
+            problems.append(f"{_where(nb, i)} shows its solution after Run All (`def {m.group(1)}(` visible: "
+                            f"{seen['visible']}; <details>: {seen['details']}, open: {seen['open']})")
     return problems
 
 
@@ -320,6 +340,7 @@ def test_notebook_in_jupyterlab(path, lab, browser, record_property):
         seconds["run all"] = time.monotonic() - t0 - seconds["open"]
         shots.append(page.screenshot_notebook(RESULTS / f"{path.stem}.png"))
         problems = _problems_after_run(nb, state, expected_widgets)
+        problems += _solutions_shown(nb, page)
         if problems:
             pytest.fail(f"{path.name} after Run All Cells:\n- " + "\n- ".join(problems), pytrace=False)
 

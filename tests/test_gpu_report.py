@@ -92,8 +92,16 @@ def test_drawings(recorded):
     fig = gr.plot_bandwidth(recorded)
     assert isinstance(fig, Figure) and len(fig.axes) == 3
     assert "copy bandwidth" in fig.get_suptitle()
-    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    (legend,) = fig.legends  # one legend for the figure, none on the panels
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    labels = [t.get_text() for t in legend.get_texts()]
     assert any("fla-core" in t for t in labels) and any("padded" in t for t in labels)
+    assert len(labels) == len(set(labels))
+    # drawn, the legend lies outside every panel: it covers no curve
+    fig.draw_without_rendering()  # constrained layout places the panels and the legend
+    box = legend.get_window_extent()
+    for ax in fig.axes:
+        assert not box.overlaps(ax.get_window_extent()), ax.get_title()
     pad = gr.plot_padding(recorded)
     title = pad.axes[0].get_title(loc="left")
     assert title.startswith("padding 9 -> 16") and "moved state" in title

@@ -257,3 +257,14 @@ def test_engine_explorer_steps_a_random_workload():
     assert p.cursor == 1 and p.engine.bugs == BugConfig.with_bugs("stale-rows") and p.engine.step == 1
     with pytest.raises(KeyError):
         engine_explorer(bugs=["nope"])
+
+
+def test_engine_explorer_knobs_share_one_label_column():
+    """The knobs are stacked in a column: one label width for all, so labels and controls line up."""
+    p = engine_explorer(seed=0, num_requests=1)
+    widths = {w.style.description_width for w in p.knob_widgets.values()}
+    assert len(widths) == 1 and widths != {"initial"}
+    column = int(widths.pop().removesuffix("px"))
+    assert all(column >= 7.5 * len(w.description) for w in p.knob_widgets.values())
+    sliders = [w for w in p.knob_widgets.values() if hasattr(w, "readout_format") or type(w).__name__ == "IntSlider"]
+    assert len({w.layout.width for w in sliders}) == 1  # and the slider tracks are as long

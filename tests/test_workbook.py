@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import importlib
 import sys
 from pathlib import Path
@@ -252,3 +253,64 @@ def test_every_solution_passes_and_wrong_answers_are_named(eid):
 def test_exercise_cases_are_deterministic():
     for eid, ex in wb.EXERCISES.items():
         assert repr(ex.cases()) == repr(ex.cases()), eid
+
+
+def test_reveal_is_a_closed_details_element_with_the_escaped_source_and_the_verdict():
+    def lt_solution(xs):
+        return [x for x in xs if x < 0 and "<b>" != x]  # "<", ">" and "&" to escape
+
+    shown = wb.reveal("01.2", lt_solution)
+    verdict = str(wb.check("01.2", lt_solution))
+    source = 'def lt_solution(xs):\n    return [x for x in xs if x < 0 and "<b>" != x]  # "<", ">" and "&" to escape'
+    assert str(shown) == f"{source}\n\n{verdict}"  # the plain text (nbval, tests) as before
+    page = shown._repr_html_()
+    assert page.startswith("<details") and page.endswith("</details>")
+    opening = page[:page.index(">") + 1]
+    assert " open" not in opening  # closed: Run All does not show the solution
+    summary = page[page.index("<summary"):page.index("</summary>")]
+    assert "Solution 01.2 — click to show" in summary and html.escape(verdict) in summary
+    assert "lt_solution" not in summary
+    assert f"<pre>{html.escape(source)}</pre>" in page
+    assert "x < 0" not in page and '"<b>"' not in page
+
+
+class _FakeHunt:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def report(self, timings: bool = True) -> str:
+        assert timings is False
+        return self.text
+
+
+def test_hunt_report_wraps_long_lines_at_spaces_but_keeps_the_python_snippet():
+    long_head = "BugConfig(x): FOUND " + " ".join(f"word{i}" for i in range(40))
+    long_indented = "  => DIVERGED: " + " ".join(f"r{i}" for i in range(60))
+    snippet = ("As Python (runs and asserts the failure):\n\n"
+               "    workload = Workload(EngineConfig(" + ", ".join(f"k{i}={i}" for i in range(40)) + "))\n"
+               "    assert not verdict.ok, verdict.summary()")
+    text = "\n".join([long_head, "  short line", long_indented, "", snippet])
+    out = wb.hunt_report(_FakeHunt(text))
+    head, tail = out.split("As Python (runs and asserts the failure):")
+    assert "As Python (runs and asserts the failure):" + tail == snippet  # verbatim, copy-and-run
+    lines = head.rstrip("\n").split("\n")
+    assert all(len(ln) <= 100 for ln in lines)
+    assert lines[0].startswith("BugConfig(x): FOUND word0") and "  short line" in lines
+    first = lines.index("  short line")
+    assert all(ln.startswith("    ") for ln in lines[1:first])  # hanging indent of the unindented line
+    cont = lines[first + 2:]
+    assert lines[first + 1].startswith("  => DIVERGED: r0") and cont and all(ln.startswith("      r") for ln in cont)
+    assert " ".join(" ".join(lines).split()) == " ".join(text.split("As Python")[0].split())  # no word split
+    assert wb.hunt_report(_FakeHunt("short\n  lines")) == "short\n  lines"
+
+
+def test_workload_steps_is_the_step_list_wrapped():
+    import random
+
+    from mambalab.hunt import random_hunt_workload, step_list, workload_seed
+
+    w = random_hunt_workload(random.Random(workload_seed(1, 0)))
+    text = wb.workload_steps(w, width=60)
+    assert all(len(ln) <= 60 or " " not in ln.strip() for ln in text.split("\n"))
+    assert " ".join(text.split()) == " ".join(" ".join(step_list(w)).split())  # the same words, none split
+    assert text.split("\n")[0].startswith("engine: DP")

@@ -221,9 +221,13 @@ _DTYPE_COLOUR = {"fp32": PALETTE["blue"], "bf16": PALETTE["vermillion"], "fp16":
 
 
 def plot_bandwidth(data: BenchData) -> Figure:
-    """Bandwidth against batch size, one panel per kernel: % of a device-to-device copy."""
+    """Bandwidth against batch size, one panel per kernel: % of a device-to-device copy.
+
+    One legend for the figure, below the panels (every panel draws the same kinds of curve), so that
+    no legend covers a curve.
+    """
     kernels = data.kernels()
-    fig = Figure(figsize=(9.5, 3.4), layout="constrained")
+    fig = Figure(figsize=(9.5, 3.8), layout="constrained")
     axes = fig.subplots(1, len(kernels), sharey=True, squeeze=False)[0]
     for ax, k in zip(axes, kernels):
         ax.axhline(100, color=PALETTE["black"], lw=1)
@@ -248,8 +252,14 @@ def plot_bandwidth(data: BenchData) -> Figure:
         ax.set_ylim(0, 110)
         ax.set_xlabel("batch (requests)")
         ax.set_title(KERNEL_NAMES[k], fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
         ax.grid(alpha=0.3)
+    entries: dict[str, object] = {}  # label -> handle, first panel's first; the fp32 curves, then the bf16 ones
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    order = sorted(entries, key=lambda label: next((i for i, d in enumerate(data.dtypes()) if d in label), 99))
+    fig.legend([entries[label] for label in order], order, loc="outside lower center", fontsize=7,
+               ncols=min(len(order), 5), frameon=False)
     axes[0].set_ylabel("% of copy bandwidth")
     best = max((r for r in data.rows if r.impl == "mambalab"), key=lambda r: r.pct_copy)
     fig.suptitle(f"decode kernels reach up to {best.pct_copy:.0f}% of copy bandwidth "

@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import html
 import inspect
 import random
 import re
@@ -82,6 +83,9 @@ __all__ = [
     "EXERCISES",
     "check",
     "reveal",
+    "Solution",
+    "hunt_report",
+    "workload_steps",
     "pr_link",
 ]
 
@@ -1329,10 +1333,32 @@ def check(exercise_id: str, fn: Callable) -> Text:
     return Text(f"exercise {ex.id}: correct ({len(cases)} cases)")
 
 
-def reveal(exercise_id: str, fn: Callable) -> Text:
-    """A solution's source, then its check."""
+class Solution(Text):
+    """A revealed solution: its source, then its check, as plain text; in a notebook, folded.
+
+    JupyterLab clears a cell's ``outputs_hidden`` flag when the cell runs, so
+    after Run All a plain-text solution would be on show: the HTML form is a
+    closed ``<details>`` whose summary gives only the check's verdict.
+    """
+
+    def __new__(cls, exercise_id: str, source: str, verdict: str) -> "Solution":
+        self = super().__new__(cls, f"{source}\n\n{verdict}")
+        self.exercise_id, self.source, self.verdict = exercise_id, source, verdict
+        return self
+
+    def __getnewargs__(self) -> tuple[str, str, str]:  # copy and pickle
+        return self.exercise_id, self.source, self.verdict
+
+    def _repr_html_(self) -> str:
+        return (f"<details class='mambalab-solution'><summary style='cursor:pointer'>"
+                f"<b>Solution {html.escape(self.exercise_id)} — click to show</b> · {html.escape(self.verdict)}"
+                f"</summary><pre>{html.escape(self.source)}</pre></details>")
+
+
+def reveal(exercise_id: str, fn: Callable) -> Solution:
+    """A solution's source, then its check (:class:`Solution`: folded in a notebook)."""
     src = textwrap.dedent(inspect.getsource(fn)).rstrip()
-    return Text(f"{src}\n\n{check(exercise_id, fn)}")
+    return Solution(exercise_id, src, str(check(exercise_id, fn)))
 
 
 def plant_pad_tail(pad_tail: Callable) -> tuple[Plant, Text]:
@@ -1347,6 +1373,35 @@ def plant_pad_tail(pad_tail: Callable) -> tuple[Plant, Text]:
         f"planting the library's repeat_last_live ({verdict.removeprefix('exercise 05.1: ')})")
 
 
-def hunt_report(result) -> Text:
-    """A hunt's report without timings: the same text on every run (what the notebook shows)."""
-    return Text(result.report(timings=False))
+_SNIPPET_HEAD = "As Python (runs and asserts the failure):"
+
+
+def _wrap(text: str, width: int) -> str:
+    """Lines longer than ``width`` wrapped at spaces (same indentation, 4 more for continuations)."""
+    lines = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        indent = line[:len(line) - len(line.lstrip())]
+        lines += textwrap.wrap(line.strip(), width, initial_indent=indent, subsequent_indent=indent + "    ",
+                               break_long_words=False, break_on_hyphens=False) or [line]
+    return "\n".join(lines)
+
+
+def hunt_report(result, width: int = 100) -> Text:
+    """A hunt's report without timings: the same text on every run (what the notebook shows).
+
+    Lines longer than ``width`` are wrapped at spaces (same indentation, 4 more
+    for continuations), since JupyterLab wraps them mid-word; the Python
+    snippet after ``As Python (...):`` stays verbatim, to be copied and run.
+    """
+    head, sep, snippet = result.report(timings=False).partition(_SNIPPET_HEAD)
+    return Text(_wrap(head, width) + sep + snippet)
+
+
+def workload_steps(workload, width: int = 100) -> Text:
+    """A workload as the hunter prints it (:func:`mambalab.hunt.step_list`), long lines wrapped."""
+    from .hunt import step_list
+
+    return Text(_wrap("\n".join(step_list(workload)), width))

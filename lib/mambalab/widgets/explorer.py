@@ -50,7 +50,8 @@ class EngineExplorer(Panel):
         bad = [b for b in bugs if b not in valid]
         if bad:
             raise KeyError(f"unknown bug(s) {bad}; valid: {', '.join(valid)}")
-        self.knob_widgets = {k.name: k.widget(knobs.get(k.name)) for k in KNOBS}
+        column = Knob.label_column(KNOBS)  # the knobs are stacked: one label column
+        self.knob_widgets = {k.name: k.widget(knobs.get(k.name), label_width=column) for k in KNOBS}
         self.bug_select = widgets.SelectMultiple(options=valid, value=bugs, rows=min(len(valid), 8),
                                                  description="pre-fix bugs", style={"description_width": "initial"},
                                                  layout=widgets.Layout(width="330px"))
