@@ -1,4 +1,4 @@
-"""Shared pytest set-up: seeded randomness and the ``cuda`` marker."""
+"""Shared pytest set-up: seeded randomness, the ``cuda`` and ``cpu_only`` markers."""
 
 import random
 
@@ -11,10 +11,17 @@ from mambalab.device import DEVICE_TYPE
 
 def pytest_collection_modifyitems(config, items):
     if DEVICE_TYPE == "cuda":
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (run with MAMBALAB_DEVICE=cuda on the GPU machine)")
+        # What the CPU's memory sanitizer stops is, on a GPU, a silent divergence or a real fault that
+        # breaks the CUDA context of the test process (and every later test in it); the same runs are
+        # compared across devices, each in its own process, by tests/test_cuda_verdicts.py.
+        skip = pytest.mark.skip(reason="checks what the CPU interpreter's sanitizer reports "
+                                       "(on CUDA: tests/test_cuda_verdicts.py)")
+        marker = "cpu_only"
+    else:
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (run with MAMBALAB_DEVICE=cuda on the GPU machine)")
+        marker = "cuda"
     for item in items:
-        if "cuda" in item.keywords:
+        if marker in item.keywords:
             item.add_marker(skip)
 
 

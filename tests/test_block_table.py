@@ -7,6 +7,12 @@ from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
 from mambalab.kv_cache_spec import AttentionSpec, MambaSpec
 
 
+def sync():
+    """What the engine's step does before it touches the host rows again (sampled tokens to the host)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def make(rows=4, width=4, bs=4, tokens=32, num_blocks=None):
     return BlockTable(bs, rows, width, tokens, num_blocks=num_blocks)
 
@@ -54,6 +60,7 @@ def test_commit_copies_only_first_rows():
     bt.add_row([2], 1)
     bt.add_row([3], 2)
     bt.commit_block_table(3)
+    sync()  # on a GPU the commit is asynchronous: the host rows may change only once it ran
     bt.clear_row(2)
     bt.add_row([4], 1)
     bt.commit_block_table(2)

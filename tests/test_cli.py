@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "mambalab", *args], capture_output=True, text=True)
@@ -40,5 +42,9 @@ def test_bad_usage_is_exit_2():
 def test_run_random_workload():
     r = cli("run", "--requests", "3", "--seed", "1")
     assert r.returncode == 0 and "OK" in r.stdout
+
+
+@pytest.mark.cpu_only
+def test_run_random_workload_with_a_bug_reports_the_illegal_access():
     r = cli("run", "--requests", "4", "--seed", "0", "--bugs", "pad-minus-one", "--json")
     assert r.returncode == 1 and json.loads(r.stdout)["verdict"]["illegal"]["slot"] == -1

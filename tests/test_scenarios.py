@@ -8,6 +8,7 @@ from mambalab.scenarios import replay, valid_bug_ids
 SEEDS = [0, 1, 2]
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("seed", SEEDS)
 def test_pad_minus_one(seed):
     r = replay("pad-minus-one", seed=seed)
@@ -78,6 +79,7 @@ def test_move_row_stale_source(seed):
     assert fixed.exit_code == 0 and not fixed.signatures
 
 
+@pytest.mark.cpu_only
 @pytest.mark.parametrize("seed", SEEDS[:2])
 def test_zero_accepted(seed):
     r = replay("zero-accepted", seed=seed)

@@ -27,7 +27,13 @@ class CpuGpuBuffer:
         self.gpu = torch.full(shape, fill, dtype=dtype, device=device)
 
     def copy_to_gpu(self, n: int | None = None) -> torch.Tensor:
-        """Copy the first ``n`` rows (all when None) to the device; return that slice."""
+        """Copy the first ``n`` rows (all when None) to the device; return that slice.
+
+        On a GPU the copy is asynchronous (pinned host memory, ``non_blocking``):
+        the host rows must not change until the stream has run it. The runner
+        changes them only in the next step, after this step's sampled tokens
+        came back to the host (a synchronisation), as vLLM's runner does.
+        """
         if n is None:
             return self.gpu.copy_(self.cpu, non_blocking=True)
         if not 0 <= n <= self.cpu.shape[0]:
