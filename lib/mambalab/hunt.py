@@ -18,6 +18,10 @@ ingredients serving engines meet (padded decode graphs, chunked prompts cut
 short, idle DP ranks, shared prompt prefixes, partial draft acceptance) are
 common in a workload of a few steps.
 
+On CUDA every run goes to a worker process (:mod:`mambalab.hunt_worker`): a
+real GPU fault breaks the CUDA context of the process that made it, so it
+ends the worker, which is replaced, and is reported as an ``illegal`` verdict.
+
 ``python -m mambalab hunt [--bugs id,...] [--budget N] [--seed N] [--device cpu|cuda] [--json]``
 exits 1 when it found a failure, 0 when the budget ran out clean, 2 on bad usage.
 """
@@ -50,6 +54,14 @@ MAX_MODEL_LEN = 32
 # ---------------------------------------------------------------------------
 
 
+# The generator's main biases (random_hunt_workload says why; docs/hunt.md measures them).
+P_DP2 = 0.75  # two data-parallel ranks (else one)
+P_ALL = 0.75  # mamba_cache_mode "all", prefix caching (else "none")
+P_FIRST_SIDE_REQUEST = 0.9  # a conversation's first turn goes out with a one-token side request
+P_SIDE_REQUEST = 0.35  # the same for a later turn
+TURN_GAPS = (1, 2, 2, 3)  # steps between the end of a turn's reply and the next turn
+
+
 def _fresh(rng: random.Random, n: int) -> list[int]:
     return [rng.randrange(VOCAB) for _ in range(n)]
 
@@ -60,33 +72,36 @@ def random_hunt_workload(rng: random.Random) -> Workload:
     Swarm-style: each workload first draws a configuration (DP size, cache
     mode, speculative tokens and acceptance, ``max_num_seqs`` and so the
     capture sizes, the token budget), then up to three *conversations* (turns
-    pinned to a rank, each starting with the conversation's first block, the
-    next turn a few steps after the previous one ended) and up to two
-    *bursts* (a client's batch of chats, long prompts and one-token requests
-    on one rank). Requests finish, ranks go idle and the batch changes
-    composition between turns. Arrival steps, ranks, prompts and lengths are
-    random. Biases, all bug-agnostic:
+    pinned to a rank, each starting with the conversation's first block, its
+    system prompt; the next turn one to three steps after the reply ended, as
+    the user reads and types) and up to two *bursts* (a client's batch of
+    chats, long prompts and one-token requests on one rank). Requests finish,
+    ranks go idle and the batch changes composition between turns. Arrival
+    steps, ranks, prompts and lengths are random. Biases, all bug-agnostic:
 
+    * three workloads in four run two data-parallel ranks, and three in four
+      keep prefix caching on (``"all"``): the configuration hybrid models are
+      served with, and the one where most of the catalogue lives;
     * ``max_num_seqs`` is usually 4 and waves hold up to four requests, so
       decode batches of 3 are common and get padded to the 4-row graph;
-    * a quarter of the prompts are longer than the token budget (chunked
-      prefill), and aborts / preemptions land one or two steps after arrival,
-      often mid-prefill;
-    * a third of the conversation turns go out with a one-token side request
-      (a classifier call) on the same rank, which finishes first and leaves
-      a hole that ``condense`` fills with the turn;
-    * half of the later prompts reuse a block-aligned prefix of an earlier
-      prompt, most often its first block (prefix-cache hits in ``"all"``
-      mode), and under DP go to the same rank as that prompt most of the time
-      (prefix-affinity routing), so ranks run unequal loads and go idle while
-      the other works;
+    * one prompt in eight is longer than the token budget (chunked prefill),
+      and aborts / preemptions land one or two steps after arrival, often
+      mid-prefill;
+    * almost every conversation opens with a one-token side request on the
+      same rank (a safety or intent classifier on the new session), and a
+      third of the later turns do too; it finishes first and leaves a hole
+      that ``condense`` fills with the turn;
+    * every later turn of a conversation shares its first block with the
+      earlier ones (a prefix-cache hit in ``"all"`` mode), on the same rank
+      (session affinity), so ranks run unequal loads and go idle while the
+      other works;
     * data-parallel workloads lean to no speculation and single-rank ones to
       speculation, so both combinations with ``"all"`` stay common; with
       speculative decoding acceptance is a random rate or a random schedule of
       counts, so partial acceptance is the rule.
     """
-    dp = 2 if rng.random() < 0.5 else 1
-    mode = "all" if rng.random() < 0.6 else "none"
+    dp = 2 if rng.random() < P_DP2 else 1
+    mode = "all" if rng.random() < P_ALL else "none"
     ns = rng.choices([0, 1, 2], weights=[75, 15, 10] if dp > 1 else [35, 40, 25])[0]
     mns = rng.choices([2, 3, 4, 8], weights=[1, 1, 8, 1])[0]
     uq = 1 + ns
@@ -135,12 +150,12 @@ def random_hunt_workload(rng: random.Random) -> Workload:
                 break
             long_turn = sess == 0 and turn == 0 and rng.random() < 0.5
             max_tokens = rng.randint(6, 10) if long_turn else rng.randint(1, 5)
-            if rng.random() < 0.35 and len(prompts) < 6:
+            if rng.random() < (P_FIRST_SIDE_REQUEST if turn == 0 else P_SIDE_REQUEST) and len(prompts) < 6:
                 # A one-token side request sent with the turn (a safety or intent classifier).
                 add(at, _fresh(rng, rng.randint(2, 6)), 1, rank, 0.0)
             add(at, head + _fresh(rng, rng.randint(1, 6)), max_tokens, rank, 0.1)
             end = prompts[-1][2]
-            at = end + rng.choice([2, 2, 3, 4]) if rng.random() < 0.8 else at + rng.choice([1, 2])
+            at = end + rng.choice(TURN_GAPS)
     # One-off bursts: a client's batch lands on the least busy rank, mostly: chats, long prompts
     # (chunked, often cancelled mid-prefill) and one-token requests (classification, scoring).
     for _ in range(rng.choices([0, 1, 2], weights=[1, 5, 4])[0]):
@@ -196,13 +211,58 @@ def failure_step(verdict: Verdict) -> int:
     return d.step if d is not None else verdict.steps
 
 
-def run(workload: Workload, bugs: BugConfig, max_steps: int = 200,
-        plant: Plant | None = None) -> tuple[Verdict, list[StepRecord]]:
-    """:func:`scenarios.run_workload` (under ``plant`` when given), a workload that never
-    finishes reported as a ``hang``."""
+def _gpu_fault(step: int, steps: int, message: str) -> Verdict:
+    """A fault the GPU reported outside a step (without the step's record) as an illegal verdict;
+    ``step`` 0 where the step is unknown (then ``steps`` is the run's limit)."""
+    return Verdict(ok=False, steps=steps, illegal=dict(
+        step=step, rank=None, kernel=None, row=None, op=None, arg=None, slot=None, index=None, num_slots=None,
+        message=message))
+
+
+def _run_in_worker(workload: Workload, bugs: BugConfig, max_steps: int) -> tuple[Verdict, list[StepRecord]]:
+    """The worker's side of :func:`run`: an exception that broke the CUDA context is a verdict too."""
+    from .hunt_worker import context_healthy
     from .scenarios import run_workload
 
     try:
+        return run_workload(workload, bugs, max_steps=max_steps)
+    except Exception as e:  # noqa: BLE001
+        healthy, error = context_healthy()
+        if healthy:
+            raise
+        return _gpu_fault(0, max_steps, f"{error} (raised outside a step: {type(e).__name__})"), []
+
+
+def isolated(plant: Plant | None = None) -> bool:
+    """Whether :func:`run` uses the worker process: on CUDA, unless a plant is active (a plant swaps
+    a function of *this* process, and a learner's function defined in a notebook cannot be sent)."""
+    from .device import DEVICE_TYPE
+
+    return DEVICE_TYPE == "cuda" and plant is None
+
+
+def run(workload: Workload, bugs: BugConfig, max_steps: int = 200,
+        plant: Plant | None = None) -> tuple[Verdict, list[StepRecord]]:
+    """:func:`scenarios.run_workload` (under ``plant`` when given), a workload that never
+    finishes reported as a ``hang``.
+
+    On CUDA the run happens in :func:`mambalab.hunt_worker.shared_worker`'s
+    process: a real fault ends that process (reported as an ``illegal``
+    verdict), not the hunt.
+    """
+    from .scenarios import run_workload
+
+    try:
+        if isolated(plant):
+            from .hunt_worker import WorkerDied, shared_worker
+
+            try:
+                (verdict, records), healthy, error = shared_worker().call(_run_in_worker, workload, bugs, max_steps)
+            except WorkerDied as e:
+                return Verdict(ok=False, crash=str(e)), []
+            if not healthy and verdict.ok:  # the fault surfaced only at the worker's final check
+                return _gpu_fault(verdict.steps, verdict.steps, f"{error} (seen after the last step)"), records
+            return verdict, records
         with plant if plant is not None else contextlib.nullcontext():
             return run_workload(workload, bugs, max_steps=max_steps)
     except RuntimeError as e:
@@ -591,6 +651,7 @@ class HuntResult:
     shared: list[Shared] = field(default_factory=list)  # skipped: the fixed engine fails them too
     failures: list[dict] = field(default_factory=list)  # --keep-going: every failing workload
     plant: Plant | None = None  # a planted bug the hunt ran under
+    worker_starts: int = 0  # on CUDA: worker processes started (the first, then one after each fault)
 
     @property
     def label(self) -> str:
@@ -610,6 +671,7 @@ class HuntResult:
                          workloads=self.workloads, seconds=round(self.seconds, 2),
                          cpu_seconds=round(self.cpu_seconds, 2),
                          workloads_per_second=round(self.rate, 3), found=self.found is not None,
+                         worker_starts=self.worker_starts,
                          shared_with_fixed=[asdict(s) for s in self.shared], failures=self.failures)
         f = self.found
         if f is not None:
@@ -669,6 +731,32 @@ class HuntResult:
         return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def _without_overflow_asserts() -> Iterator[None]:
+    """Triton's interpreter asserts after every 32-bit integer add and multiply that it did not
+    overflow, which compiled kernels do only in debug mode; that is a fifth of a hunt's time on the
+    CPU. The hunt turns the assertions off while it runs (mambalab's memory sanitizer stays on)."""
+    from .device import INTERPRET
+
+    try:
+        import triton.runtime.interpreter as interpreter
+
+        builder = interpreter.interpreter_builder
+        saved = builder.options
+        fast = replace(saved, sanitize_overflow=False)
+    except (ImportError, AttributeError, TypeError):  # another Triton: leave it as it is
+        yield
+        return
+    if not INTERPRET:
+        yield
+        return
+    builder.options = fast
+    try:
+        yield
+    finally:
+        builder.options = saved
+
+
 def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float | None = None,
          do_shrink: bool = True, shrink_runs: int = 150, shrink_time: float | None = None,
          attribute: bool = True, keep_going: bool = False,
@@ -683,7 +771,17 @@ def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float
     ``plant``: a planted bug (:mod:`mambalab.planted`), active in the bug runs
     and absent from the control runs.
     """
+    with _without_overflow_asserts():
+        return _hunt(bugs, budget, seed, time_limit, do_shrink, shrink_runs, shrink_time, attribute,
+                     keep_going, progress, plant)
+
+
+def _hunt(bugs, budget, seed, time_limit, do_shrink, shrink_runs, shrink_time, attribute, keep_going,
+          progress, plant) -> HuntResult:
     t0, c0 = time.perf_counter(), time.process_time()
+    from .hunt_worker import shared_worker
+
+    starts0 = shared_worker().starts
     fixed = BugConfig()
     suspect = bool(bugs.enabled) or plant is not None
     differential = attribute and suspect
@@ -724,8 +822,10 @@ def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float
             elif suspect:
                 found.control, _ = run(found.minimal, fixed)
         result.found = found
+        result.worker_starts = shared_worker().starts - starts0
         return result
     result.seconds, result.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    result.worker_starts = shared_worker().starts - starts0
     return result
 
 
@@ -785,6 +885,6 @@ def main(argv: list[str] | None = None) -> int:
     return result.exit_code
 
 
-__all__ = ["FAILURE_KINDS", "drop_one_at_a_time", "Found", "HuntResult", "Shared", "ShrinkResult", "failure_kind", "failure_step", "hunt",
+__all__ = ["FAILURE_KINDS", "drop_one_at_a_time", "Found", "HuntResult", "Shared", "ShrinkResult", "failure_kind", "failure_step", "hunt", "isolated",
            "main", "measure", "random_hunt_workload", "run", "shrink", "snippet", "step_list",
            "workload_seed"]
