@@ -16,6 +16,7 @@ Mirrors the role of ``vllm/compilation/cuda_graph.py`` (``CUDAGraphWrapper``).
 
 from __future__ import annotations
 
+import gc
 from typing import Callable
 
 import torch
@@ -39,8 +40,17 @@ class CapturedGraph:
                 body()  # warm-up: Triton compiles outside the capture
             torch.cuda.current_stream().wait_stream(stream)
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.output = body()
+            # No garbage collection during the capture: collecting an old engine's graph there
+            # destroys it mid-capture, which CUDA forbids and which invalidates this capture (seen on
+            # an H200 in the test suite); vLLM's runner freezes the collector while it captures too.
+            was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                with torch.cuda.graph(self.graph):
+                    self.output = body()
+            finally:
+                if was_enabled:
+                    gc.enable()
         else:
             self.output = body()
 
