@@ -52,7 +52,7 @@ class EngineExplorer(Panel):
             raise KeyError(f"unknown bug(s) {bad}; valid: {', '.join(valid)}")
         column = Knob.label_column(KNOBS)  # the knobs are stacked: one label column
         self.knob_widgets = {k.name: k.widget(knobs.get(k.name), label_width=column) for k in KNOBS}
-        self.bug_select = widgets.SelectMultiple(options=valid, value=bugs, rows=min(len(valid), 8),
+        self.bug_select = widgets.SelectMultiple(options=valid, value=bugs, rows=len(valid),
                                                  description="pre-fix bugs", style={"description_width": "initial"},
                                                  layout=widgets.Layout(width="330px"))
         row = widgets.HBox([widgets.VBox(list(self.knob_widgets.values())), self.bug_select],
