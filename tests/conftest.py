@@ -14,15 +14,16 @@ def pytest_collection_modifyitems(config, items):
         # What the CPU's memory sanitizer stops is, on a GPU, a silent divergence or a real fault that
         # breaks the CUDA context of the test process (and every later test in it); the same runs are
         # compared across devices, each in its own process, by tests/test_cuda_verdicts.py.
-        skip = pytest.mark.skip(reason="checks what the CPU interpreter's sanitizer reports "
-                                       "(on CUDA: tests/test_cuda_verdicts.py)")
+        # ``@pytest.mark.cpu_only(reason=...)`` says why a test is meaningful only there.
         marker = "cpu_only"
+        default = "checks what the CPU interpreter's sanitizer reports (on CUDA: tests/test_cuda_verdicts.py)"
     else:
-        skip = pytest.mark.skip(reason="needs a CUDA GPU (run with MAMBALAB_DEVICE=cuda on the GPU machine)")
         marker = "cuda"
+        default = "needs a CUDA GPU (run with MAMBALAB_DEVICE=cuda on the GPU machine)"
     for item in items:
-        if marker in item.keywords:
-            item.add_marker(skip)
+        mark = item.get_closest_marker(marker)
+        if mark is not None:
+            item.add_marker(pytest.mark.skip(reason=mark.kwargs.get("reason", default)))
 
 
 @pytest.fixture(autouse=True)

@@ -50,7 +50,8 @@ def _exec_snippet(src: str, **env) -> dict:
     return ns
 
 
-@pytest.mark.cpu_only  # the snippet runs in this process: on CUDA a real fault would end it (test_cuda_verdicts)
+@pytest.mark.cpu_only(reason="the snippet runs in this process: on CUDA a real fault would end it "
+                              "(tests/test_cuda_verdicts.py hunts on CUDA)")
 @pytest.mark.parametrize("bug", list(CASES))
 def test_hunter_finds_shrinks_and_reproduces(bug, capsys):
     seed, budget = CASES[bug]

@@ -456,7 +456,7 @@ def test_bug_switch_comes_from_active_config():
 _PLACEHOLDER = (sanitizer.__doc__ or "").startswith("PLACEHOLDER")
 
 
-@pytest.mark.skipif(not ON_CPU, reason="a -1 index on a GPU is a real illegal memory access")
+@pytest.mark.cpu_only(reason="a -1 index on a GPU is a real illegal memory access")
 @pytest.mark.skipif(_PLACEHOLDER, reason="mambalab.sanitizer is still the placeholder: a -1 index "
                     "would touch host memory outside the pool instead of raising")
 @pytest.mark.parametrize("spec", [False, True], ids=["1d", "spec"])

@@ -31,9 +31,7 @@ from mambalab.kernels.selective_state_update_ref import selective_state_update_r
 from mambalab.testing import assert_untouched, poison_, random_slot_indices, tolerance, touched_slots
 
 cuda = pytest.mark.cuda
-cpu_only = pytest.mark.skipif(
-    DEVICE_TYPE == "cuda", reason="a wild index on a real GPU faults the whole CUDA context"
-)
+cpu_only = pytest.mark.cpu_only(reason="a wild index on a real GPU faults the whole CUDA context")
 
 # (state dtype, activation dtype): fp32 everywhere; the rest only on the GPU
 # (bf16 is unreliable under the interpreter).

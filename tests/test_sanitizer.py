@@ -15,12 +15,10 @@ import triton
 import triton.language as tl
 
 from mambalab import sanitizer
-from mambalab.device import INTERPRET
 from mambalab.sanitizer import IllegalMemoryAccess, SanitizerUnsupported, launch
 
 pytestmark = [
-    pytest.mark.cpu_only,
-    pytest.mark.skipif(not INTERPRET, reason="the sanitizer guards the Triton interpreter only"),
+    pytest.mark.cpu_only(reason="the sanitizer guards the Triton interpreter only"),
 ]
 
 H, D, BLOCK = 2, 8, 16  # BLOCK > D: every access has masked-off lanes

@@ -25,14 +25,13 @@ from mambalab.block_table import BlockTable
 from mambalab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
 from mambalab.cudagraph import default_capture_sizes, dispatch
-from mambalab.device import DEVICE_TYPE
 from mambalab.input_batch import CachedRequestState, InputBatch
 from mambalab.kv_cache_spec import MambaSpec
 from mambalab.mamba_metadata import MambaAttentionMetadataBuilder
 from mambalab.metadata import build_attention_metadata
 from mambalab.runner_inputs import RunnerBuffers
 
-cpu_only = pytest.mark.skipif(DEVICE_TYPE == "cuda", reason="recording needs the Triton interpreter")
+cpu_only = pytest.mark.cpu_only(reason="recording needs the Triton interpreter")
 
 
 def save(fig: Figure, name: str) -> bytes:

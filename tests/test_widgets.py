@@ -115,7 +115,7 @@ def test_step_redraws_in_place_and_the_fix_keeps_the_step():
     assert np.array_equal(at4, pixels(p.figure_png()))
 
 
-@pytest.mark.cpu_only  # the sanitizer's verdict and access map
+@pytest.mark.cpu_only(reason="reads the sanitizer's verdict and access map")
 def test_verdict_flips_when_the_fix_is_toggled():
     p = bug_panel("pad-minus-one", seed=3)  # verdict on every change: the whole scenario runs (seed 3: short)
     assert p.verdict_text.startswith("pad-minus-one (pre-fix), seed 3: ILLEGAL MEMORY ACCESS at step 2")
@@ -140,7 +140,7 @@ def test_verdict_flips_when_the_fix_is_toggled():
     assert "nothing left to step" in p.message.value
 
 
-@pytest.mark.cpu_only  # the sanitizer's verdict and access map
+@pytest.mark.cpu_only(reason="reads the sanitizer's verdict and access map")
 def test_guard_lt_zero_padded_rows_write_the_null_block():
     p = bug_panel("guard-lt-zero", auto_verdict=False)
     assert p.selected_view == "access_map"
@@ -155,7 +155,7 @@ def test_guard_lt_zero_padded_rows_write_the_null_block():
     assert p.slots["state_pool"].fig.axes[0].get_title(loc="left").startswith("null block 0 was written by row 3")
 
 
-@pytest.mark.cpu_only  # the sanitizer's verdict and access map
+@pytest.mark.cpu_only(reason="reads the sanitizer's verdict and access map")
 def test_back_replay_reset():
     p = bug_panel("pad-minus-one", auto_verdict=False)
     p.step_button.click()

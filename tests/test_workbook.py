@@ -13,14 +13,13 @@ import torch
 
 from mambalab import workbook as wb
 from mambalab.bugs import BugConfig
-from mambalab.device import DEVICE_TYPE
 from mambalab.engine import Add, EngineConfig
 from mambalab.model_runner import RunnerConfig
 from mambalab.scenarios import replay
 from mambalab.workload import Workload
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-cpu_only = pytest.mark.skipif(DEVICE_TYPE == "cuda", reason="access recording needs the Triton interpreter")
+cpu_only = pytest.mark.cpu_only(reason="access recording needs the Triton interpreter")
 
 
 def solution_module(notebook: str):
