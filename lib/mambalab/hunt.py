@@ -738,25 +738,24 @@ def _without_overflow_asserts() -> Iterator[None]:
     CPU. The hunt turns the assertions off while it runs (mambalab's memory sanitizer stays on)."""
     from .device import INTERPRET
 
-    try:
-        import triton.runtime.interpreter as interpreter
+    builder = None
+    if INTERPRET:
+        try:
+            import triton.runtime.interpreter as interpreter
 
-        builder = interpreter.interpreter_builder
-        saved = builder.options
-        fast = replace(saved, sanitize_overflow=False)
-    except (ImportError, AttributeError, TypeError):  # another Triton: leave it as it is
-        yield
-        return
-    if not INTERPRET:
-        yield
-        return
-    builder.options = fast
+            builder = interpreter.interpreter_builder
+            saved = builder.options
+            builder.options = replace(saved, sanitize_overflow=False)
+        except (ImportError, AttributeError, TypeError):  # another Triton: leave it as it is
+            builder = None
     try:
         yield
     finally:
-        builder.options = saved
+        if builder is not None:
+            builder.options = saved
 
 
+@_without_overflow_asserts()
 def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float | None = None,
          do_shrink: bool = True, shrink_runs: int = 150, shrink_time: float | None = None,
          attribute: bool = True, keep_going: bool = False,
@@ -771,13 +770,6 @@ def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float
     ``plant``: a planted bug (:mod:`mambalab.planted`), active in the bug runs
     and absent from the control runs.
     """
-    with _without_overflow_asserts():
-        return _hunt(bugs, budget, seed, time_limit, do_shrink, shrink_runs, shrink_time, attribute,
-                     keep_going, progress, plant)
-
-
-def _hunt(bugs, budget, seed, time_limit, do_shrink, shrink_runs, shrink_time, attribute, keep_going,
-          progress, plant) -> HuntResult:
     t0, c0 = time.perf_counter(), time.process_time()
     from .hunt_worker import shared_worker
 

@@ -40,36 +40,44 @@ class Knob:
     options: tuple = ()  # choice: ((label, value), ...)
     help: str = ""
 
+    @property
+    def label_px(self) -> int:
+        """The room (px) the knob's label takes (13 px font)."""
+        return int(7.5 * len(self.label)) + 8
+
     @staticmethod
     def label_column(knobs) -> int:
-        """The label width (px) that fits every label of ``knobs`` (13 px font)."""
-        return max(int(7.5 * len(k.label)) + 8 for k in knobs)
+        """The label width (px) that fits every label of ``knobs``."""
+        return max(k.label_px for k in knobs)
 
     def widget(self, value: Any = None, label_width: int | None = None) -> widgets.Widget:
         """The knob's widget; ``label_width`` (px): one label column for knobs stacked in a column,
         so their labels and controls line up (else each label takes the room it needs)."""
         v = self.default if value is None else value
         style = {"description_width": f"{label_width}px" if label_width else "initial"}
-        label_px = label_width if label_width else int(7.5 * len(self.label)) + 8
+
+        def width(control_px: int, alone: str) -> str:  # the label column plus the control, or a knob alone
+            return f"{label_width + control_px}px" if label_width else alone
+
         if self.kind == "seed":
             w = widgets.BoundedIntText(value=int(v), min=int(self.min), max=int(self.max) or 9999,
                                        description=self.label, style=style,
-                                       layout=widgets.Layout(width=f"{label_px + 96}px" if label_width else "140px"))
+                                       layout=widgets.Layout(width=width(96, "140px")))
         elif self.kind == "int":
             w = widgets.IntSlider(value=int(v), min=int(self.min), max=int(self.max), step=int(self.step),
                                   description=self.label, continuous_update=False, style=style,
-                                  layout=widgets.Layout(width=f"{label_px + 190}px" if label_width else "290px"))
+                                  layout=widgets.Layout(width=width(190, "290px")))
         elif self.kind == "float":
             w = widgets.FloatSlider(value=float(v), min=float(self.min), max=float(self.max), step=float(self.step),
                                     description=self.label, continuous_update=False, style=style,
-                                    readout_format=".2f",
-                                    layout=widgets.Layout(width=f"{label_px + 190}px" if label_width else "290px"))
+                                    readout_format=".2f", layout=widgets.Layout(width=width(190, "290px")))
         elif self.kind == "choice":
             # Browsers size a <select> to its longest option without the room ipywidgets' arrow takes,
             # which hides the option's last characters: give it room for the longest label (13 px font).
             longest = max((len(str(label)) for label, _ in self.options), default=8)
+            room = (label_width or self.label_px) + int(7.5 * longest) + 48
             w = widgets.Dropdown(options=list(self.options), value=v, description=self.label, style=style,
-                                 layout=widgets.Layout(width=f"{label_px + int(7.5 * longest) + 48}px"))
+                                 layout=widgets.Layout(width=f"{room}px"))
         elif self.kind == "bool":
             w = widgets.Checkbox(value=bool(v), description=self.label, indent=False, style=style,
                                  layout=widgets.Layout(width="auto"))
