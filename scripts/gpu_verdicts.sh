@@ -9,7 +9,7 @@ out=${1:-gpu-results}
 workers=${2:-12}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-bugs=$(python3 -c "from mambalab.scenarios import valid_bug_ids; print(' '.join(valid_bug_ids()))")
+bugs=$(python3 -c "from mambalab.lab.scenarios import valid_bug_ids; print(' '.join(valid_bug_ids()))")
 mkdir -p "$out/replays"
 for bug in $bugs; do
   for mode in pre-fix fixed; do

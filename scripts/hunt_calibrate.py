@@ -1,8 +1,8 @@
 """CPU seconds for the same 8 hunter workloads (fixes on): compares this machine with another."""
 import random, sys, time
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "lib"))
-from mambalab.bugs import BugConfig
-from mambalab.hunt import random_hunt_workload, run, workload_seed
+from mambalab.lab.bugs import BugConfig
+from mambalab.lab.hunt import random_hunt_workload, run, workload_seed
 run(random_hunt_workload(random.Random(workload_seed(0, 0))), BugConfig())  # warm-up (JIT of the interpreter)
 c0, t0 = time.process_time(), time.perf_counter()
 for i in range(8):

@@ -1,6 +1,6 @@
 """How often a random hunter workload catches each bug, under different generator biases.
 
-The generator's biases are module constants of ``mambalab.hunt`` (``P_DP2``,
+The generator's biases are module constants of ``mambalab.lab.hunt`` (``P_DP2``,
 ``P_ALL``, ``P_FIRST_SIDE_REQUEST``, ``P_SIDE_REQUEST``, ``TURN_GAPS``). For
 each variant below and each bug, this runs workloads ``0..N-1`` of seeds 0–4
 with the bug switched on and counts the *differential* failures (the bug
@@ -21,8 +21,8 @@ from multiprocessing import Pool
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from mambalab import hunt  # noqa: E402
-from mambalab.bugs import BugConfig  # noqa: E402
+from mambalab.lab import hunt  # noqa: E402
+from mambalab.lab.bugs import BugConfig  # noqa: E402
 
 VARIANTS = {
     # the generator before the retuning (the same knobs; it also sent 1 turn in 5 before the reply ended)

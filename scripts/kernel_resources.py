@@ -8,7 +8,7 @@ Why: registers per thread set occupancy, and occupancy decided the kernels'
 gaps (docs/benchmarks.md). ptxas reports them at compile time, so a kernel
 change can be judged before any GPU time is spent. The script calls each
 kernel's real wrapper on CPU tensors at the benchmark's shapes, catches the
-launch (``mambalab.sanitizer.launch``), and compiles it with the same
+launch (``mambalab.lab.sanitizer.launch``), and compiles it with the same
 specialisation the JIT would use on the GPU (a stand-in driver that reports
 ``sm_90``), then runs the bundled ``ptxas -v`` / ``cuobjdump``. The local
 Triton may differ from the GPU machine's: treat the numbers as a guide and
@@ -67,7 +67,8 @@ def _nvidia_bin(tool: str) -> str:
 
 def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | None = None):
     """Run the wrapper of ``kernel_name`` at the benchmark's shapes; return the caught launch."""
-    from mambalab import bench, sanitizer
+    from mambalab.gpu import bench
+    from mambalab.lab import sanitizer
     from mambalab.kernels import gated_delta_rule as gdn_mod
     from mambalab.kernels import selective_state_update as ssu_mod
 

@@ -22,8 +22,8 @@ import sys
 import torch
 
 import mambalab
-from mambalab import bugs as bugmod
-from mambalab.kernels.selective_state_update import selective_state_update
+from mambalab.lab import bugs as bugmod
+from mambalab.kernels.mamba_ssm import selective_state_update
 
 
 def main() -> int:

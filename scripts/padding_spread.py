@@ -2,7 +2,7 @@
 
 Times batch 9 unpadded, 9 padded to a captured 16 (null rows skipped) and 16,
 alternated, five times, fp32 and bf16 state, with the benchmark's method
-(mambalab.bench: cold cache, one CUDA graph of many launches), and prints the
+(mambalab.gpu.bench: cold cache, one CUDA graph of many launches), and prints the
 extra microseconds of each repetition. A sub-microsecond difference of two
 ~20 µs calls is near the noise; this says how near.
 
@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from mambalab import bench
+from mambalab.gpu import bench
 
 
 def main() -> int:

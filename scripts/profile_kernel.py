@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from mambalab import bench
+from mambalab.gpu import bench
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 
 The launch rules in the kernel modules are the winners of this sweep; it
 measures each alternative with the benchmark's cold-cache CUDA-graph timing
-(``mambalab.bench``: same shapes, same bytes). Usage::
+(``mambalab.gpu.bench``: same shapes, same bytes). Usage::
 
     python scripts/tune_launch.py [--kernels ssu,gdn,conv] [--dtypes fp32,bf16]
         [--batches 1,64,256,9:16] [--old DIR] [--json FILE] [--wide]
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from mambalab import bench
+from mambalab.gpu import bench
 from mambalab.kernels import causal_conv1d as conv_mod
 from mambalab.kernels import gated_delta_rule as gdn_mod
 from mambalab.kernels import selective_state_update as ssu_mod

@@ -1,6 +1,6 @@
 import pytest
 
-from mambalab.block_pool import BlockPool, BlockPoolError
+from mambalab.core.block_pool import BlockPool, BlockPoolError
 from mambalab.constants import NULL_BLOCK_ID
 
 

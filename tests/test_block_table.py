@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from mambalab.block_table import BlockTable, MultiGroupBlockTable
+from mambalab.worker.block_table import BlockTable, MultiGroupBlockTable
 from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
-from mambalab.kv_cache_spec import AttentionSpec, MambaSpec
+from mambalab.core.kv_cache_interface import AttentionSpec, MambaSpec
 
 
 def sync():

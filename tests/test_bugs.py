@@ -1,7 +1,7 @@
 import pytest
 
-from mambalab import bugs as bugmod
-from mambalab.bugs import BUGS, CATALOGUE, BugConfig, GuardMode
+from mambalab.lab import bugs as bugmod
+from mambalab.lab.bugs import BUGS, CATALOGUE, BugConfig, GuardMode
 from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
 
 EXPECTED = {

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from mambalab.scenarios import valid_bug_ids
+from mambalab.lab.scenarios import valid_bug_ids
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.cuda
@@ -37,8 +37,8 @@ pytestmark = pytest.mark.cuda
 # Runs one replay and prints its verdict plus what the CUDA-graph layer did.
 _REPLAY = r"""
 import json, sys
-from mambalab import scenarios
-from mambalab.cuda_graph import CapturedGraph
+from mambalab.lab import scenarios
+from mambalab.worker.cuda_graph import CapturedGraph
 
 graphs = {"captured": [], "cuda_graphs": 0, "replays": 0}
 _init, _replay = CapturedGraph.__init__, CapturedGraph.replay
@@ -160,7 +160,7 @@ def hunt_on(device: str, bug: str, seed: int) -> tuple[int, dict, str]:
 
 @pytest.mark.parametrize("bug", list(HUNT_SEEDS))
 def test_hunter_on_cuda_finds_what_it_finds_on_cpu(bug):
-    pytest.importorskip("mambalab.hunt", reason="no bug hunter in this tree")
+    pytest.importorskip("mambalab.lab.hunt", reason="no bug hunter in this tree")
     rc_cpu, cpu, err_cpu = hunt_on("cpu", bug, HUNT_SEEDS[bug])
     assert rc_cpu == 1 and cpu["found"], f"the CPU hunt must find {bug} (exit {rc_cpu}): {err_cpu[-1500:]}"
     rc_gpu, gpu, err_gpu = hunt_on("cuda", bug, HUNT_SEEDS[bug])
@@ -171,7 +171,7 @@ def test_hunter_on_cuda_finds_what_it_finds_on_cpu(bug):
         # the exception above: what the sanitizer stops on the CPU is a silent divergence on the GPU,
         # which shows only where the corrupted bytes reach an output (this workload or a later one),
         # or a real fault where the stray read leaves the allocation; a fault ends the hunter's
-        # worker process, not the hunt (mambalab.hunt_worker)
+        # worker process, not the hunt (mambalab.lab.hunt_worker)
         assert gpu["kind"] in ("divergence", "illegal") and gpu["workload_index"] >= cpu["workload_index"]
     else:
         # the same random workload is the first to fail, the same way

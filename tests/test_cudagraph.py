@@ -1,6 +1,6 @@
 import pytest
 
-from mambalab.cudagraph import (
+from mambalab.worker.cudagraph_dispatcher import (
     CUDAGraphMode,
     coordinate_batch_across_dp,
     default_capture_sizes,

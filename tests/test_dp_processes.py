@@ -8,12 +8,12 @@ from dataclasses import asdict
 
 import pytest
 
-from mambalab.bugs import BugConfig
-from mambalab.dp_launcher import (DistributedRunError, route_events, run_workload_distributed,
+from mambalab.lab.bugs import BugConfig
+from mambalab.engine.dp_launcher import (DistributedRunError, route_events, run_workload_distributed,
                                   run_workloads_distributed)
-from mambalab.engine import Abort, Add, Preempt
-from mambalab.scenarios import run_workload, signatures, stale_rows
-from mambalab.workload import Workload, random_workload
+from mambalab.engine.core import Abort, Add, Preempt
+from mambalab.lab.scenarios import run_workload, signatures, stale_rows
+from mambalab.lab.workload import Workload, random_workload
 
 SEEDS = [0, 1]
 CASES = [(seed, fixed) for seed in SEEDS for fixed in (False, True)]

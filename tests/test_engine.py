@@ -2,11 +2,11 @@
 
 import pytest
 
-from mambalab.bugs import BugConfig
-from mambalab.engine import Abort, Add, Engine, EngineConfig
-from mambalab.model_runner import RunnerConfig
-from mambalab.reference import judge, run_and_judge
-from mambalab.workload import random_workload
+from mambalab.lab.bugs import BugConfig
+from mambalab.engine.core import Abort, Add, Engine, EngineConfig
+from mambalab.worker.model_runner import RunnerConfig
+from mambalab.lab.reference import judge, run_and_judge
+from mambalab.lab.workload import random_workload
 
 CONFIGS = {
     "plain": dict(),
@@ -99,8 +99,8 @@ def test_eager_dummy_run_touches_no_state():
     is idle, its finished one-token request still counted as prefilling in row 0. The idle rank's
     dummy batch of 3 is not a captured size, so (as vLLM's ``_dummy_run``) it runs with no
     attention metadata: no split, no kernel, no state read or written."""
-    from mambalab.scenarios import run_workload
-    from mambalab.workload import Workload
+    from mambalab.lab.scenarios import run_workload
+    from mambalab.lab.workload import Workload
 
     rc = RunnerConfig(max_num_seqs=3, max_num_batched_tokens=8, max_model_len=32, block_size=4,
                       num_blocks=48, mamba_cache_mode="none", cudagraph=True)
@@ -118,8 +118,8 @@ def test_short_speculative_decode_keeps_its_anchor():
     row schedules fewer than 1 + num_spec tokens (an eager step). Its states are still written
     from block_idx_last_scheduled_token on, so the next step must start from there, not from the
     block-boundary fallback (found by the hunter's clean run)."""
-    from mambalab.scenarios import run_workload
-    from mambalab.workload import Workload
+    from mambalab.lab.scenarios import run_workload
+    from mambalab.lab.workload import Workload
 
     rc = RunnerConfig(max_num_seqs=1, max_num_batched_tokens=8, max_model_len=32, block_size=4,
                       num_blocks=68, mamba_cache_mode="all", num_speculative_tokens=2)

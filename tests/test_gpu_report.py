@@ -7,8 +7,8 @@ import json
 import pytest
 from matplotlib.figure import Figure
 
-from mambalab import gpu_report as gr
-from mambalab.bench import Row
+from mambalab.gpu import gpu_report as gr
+from mambalab.gpu.bench import Row
 from mambalab.device import DEVICE_TYPE
 
 EARLIER = gr.RESULTS / "bench-h200.json"  # the first GPU run: no date, no null-row modes

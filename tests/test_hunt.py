@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from mambalab.bugs import BugConfig
-from mambalab.hunt import (Found, drop_one_at_a_time, failure_kind, hunt, main, random_hunt_workload, snippet,
+from mambalab.lab.bugs import BugConfig
+from mambalab.lab.hunt import (Found, drop_one_at_a_time, failure_kind, hunt, main, random_hunt_workload, snippet,
                            step_list, workload_seed)
-from mambalab.planted import Plant, plant_padded_tail, repeat_last_live
-from mambalab.workload import Workload
+from mambalab.lab.planted import Plant, plant_padded_tail, repeat_last_live
+from mambalab.lab.workload import Workload
 
 # One seed per switch, picked so the hunt finds the bug within its first few workloads (the
 # benchmark, scripts/bench_hunt.py, measures the typical cost over several seeds). A shrink
@@ -39,7 +39,7 @@ MAX_STEPS = 6
 
 
 def run_plain(workload):
-    from mambalab.scenarios import run_workload
+    from mambalab.lab.scenarios import run_workload
 
     return run_workload(workload, BugConfig())
 
@@ -88,7 +88,7 @@ def test_clean_hunt_finds_nothing():
 def test_a_planted_bug_is_caught_and_attributed_to_the_plant():
     """The notebook's guided plant: padded rows repeat the last live row's slot. The bug runs go
     through the plant, the control runs do not; after the hunt the library is untouched."""
-    import mambalab.metadata as metadata
+    import mambalab.attention.metadata as metadata
 
     original = metadata.fill_padded_rows
     plant = plant_padded_tail(repeat_last_live)
@@ -107,7 +107,7 @@ def test_a_planted_bug_is_caught_and_attributed_to_the_plant():
 
 
 def test_a_plant_checks_the_learners_function_and_restores_on_error():
-    import mambalab.metadata as metadata
+    import mambalab.attention.metadata as metadata
     import torch
 
     original = metadata.fill_padded_rows
@@ -177,5 +177,5 @@ def test_cli_json(capsys):
                  "--shrink-runs", "0", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 1 and out["found"] is True and out["kind"] in ("divergence", "illegal", "crash")
-    assert out["snippet"].startswith("from mambalab.bugs import BugConfig")
+    assert out["snippet"].startswith("from mambalab.lab.bugs import BugConfig")
     assert out["minimal"][0].startswith("engine: DP")

@@ -16,9 +16,9 @@ import torch
 import triton
 import triton.language as tl
 
-from mambalab import hunt, hunt_worker
-from mambalab.bugs import BugConfig
-from mambalab.hunt_worker import Worker, WorkerDied
+from mambalab.lab import hunt, hunt_worker
+from mambalab.lab.bugs import BugConfig
+from mambalab.lab.hunt_worker import Worker, WorkerDied
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_a_broken_context_turns_into_an_illegal_verdict(monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
-    monkeypatch.setattr("mambalab.scenarios.run_workload", boom)
+    monkeypatch.setattr("mambalab.lab.scenarios.run_workload", boom)
     monkeypatch.setattr(hunt_worker, "context_healthy", lambda: (False, "AcceleratorError: CUDA error"))
     v, records = hunt._run_in_worker(w, BugConfig(), 50)
     assert hunt.failure_kind(v) == "illegal" and v.steps == 50 and records == []

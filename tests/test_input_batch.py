@@ -3,11 +3,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mambalab.block_pool import BlockPool
-from mambalab.bugs import BugConfig
+from mambalab.core.block_pool import BlockPool
+from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
-from mambalab.input_batch import CachedRequestState, InputBatch
-from mambalab.kv_cache_spec import AttentionSpec, MambaSpec
+from mambalab.worker.input_batch import CachedRequestState, InputBatch
+from mambalab.core.kv_cache_interface import AttentionSpec, MambaSpec
 
 
 def make_batch(bugs=None, rows=6, num_blocks=None):

@@ -17,8 +17,8 @@ import pytest
 import torch
 
 import mambalab  # noqa: F401  (sets TRITON_INTERPRET before kernels are defined)
-from mambalab import sanitizer
-from mambalab.bugs import BugConfig, GuardMode, use
+from mambalab.lab import sanitizer
+from mambalab.lab.bugs import BugConfig, GuardMode, use
 from mambalab.device import DEVICE
 from mambalab.kernels import causal_conv1d as conv_mod
 from mambalab.kernels.causal_conv1d import (
@@ -28,7 +28,7 @@ from mambalab.kernels.causal_conv1d import (
     make_conv_state,
 )
 from mambalab.kernels.causal_conv1d_ref import causal_conv1d_update_ref
-from mambalab.testing import assert_untouched, poison_, random_slot_indices, tolerance
+from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indices, tolerance
 
 DTYPES = [
     pytest.param(torch.float32, id="fp32"),

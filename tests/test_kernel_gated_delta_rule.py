@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 import mambalab
-from mambalab import sanitizer
-from mambalab.bugs import BugConfig, GuardMode
+from mambalab.lab import sanitizer
+from mambalab.lab.bugs import BugConfig, GuardMode
 from mambalab.device import DEVICE, DEVICE_TYPE
 from mambalab.kernels import gated_delta_rule as gdn
 from mambalab.kernels.gated_delta_rule import (
@@ -30,7 +30,7 @@ from mambalab.kernels.gated_delta_rule_ref import (
     fused_sigmoid_gating_delta_rule_update_ref,
     gated_delta_rule_closed_form,
 )
-from mambalab.testing import assert_untouched, random_slot_indices, tolerance, touched_slots
+from mambalab.kernels.testing import assert_untouched, random_slot_indices, tolerance, touched_slots
 
 DTYPES = [
     pytest.param(torch.float32, id="fp32"),
@@ -445,10 +445,10 @@ def test_guard_lt_zero_still_skips_negative():
 
 
 def test_bug_switch_comes_from_active_config():
-    """With bugs=None the kernel follows mambalab.bugs.use(...)."""
+    """With bugs=None the kernel follows mambalab.lab.bugs.use(...)."""
     args, pool, idx = _padded_batch(_gen(44), torch.float32, null_rows=1)
     before = pool.clone()
-    with mambalab.bugs.use(LT_ZERO):
+    with mambalab.lab.bugs.use(LT_ZERO):
         fused_recurrent_gated_delta_rule(*args, initial_state=pool, ssm_state_indices=idx)
     assert not torch.equal(pool[0], before[0])
 
@@ -457,7 +457,7 @@ _PLACEHOLDER = (sanitizer.__doc__ or "").startswith("PLACEHOLDER")
 
 
 @pytest.mark.cpu_only(reason="a -1 index on a GPU is a real illegal memory access")
-@pytest.mark.skipif(_PLACEHOLDER, reason="mambalab.sanitizer is still the placeholder: a -1 index "
+@pytest.mark.skipif(_PLACEHOLDER, reason="mambalab.lab.sanitizer is still the placeholder: a -1 index "
                     "would touch host memory outside the pool instead of raising")
 @pytest.mark.parametrize("spec", [False, True], ids=["1d", "spec"])
 def test_pad_minus_one_is_an_illegal_memory_access(spec):

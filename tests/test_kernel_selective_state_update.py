@@ -17,18 +17,18 @@ import pytest
 import torch
 
 import mambalab
-from mambalab import sanitizer
-from mambalab.bugs import BugConfig, GuardMode, use
+from mambalab.lab import sanitizer
+from mambalab.lab.bugs import BugConfig, GuardMode, use
 from mambalab.device import DEVICE, DEVICE_TYPE
-from mambalab.kernels.selective_state_update import (
+from mambalab.kernels.mamba_ssm import (
     KERNEL_NAME,
     LaunchConfig,
     choose_launch_config,
     launch_config_override,
     selective_state_update,
 )
-from mambalab.kernels.selective_state_update_ref import selective_state_update_ref
-from mambalab.testing import assert_untouched, poison_, random_slot_indices, tolerance, touched_slots
+from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
+from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indices, tolerance, touched_slots
 
 cuda = pytest.mark.cuda
 cpu_only = pytest.mark.cpu_only(reason="a wild index on a real GPU faults the whole CUDA context")
@@ -274,7 +274,7 @@ def test_empty_batch_launches_nothing():
 
 def test_launch_rule_for_real_shapes(monkeypatch):
     """The rule on the real shapes of kernels.md (a pure function: checked without a GPU)."""
-    import mambalab.kernels.selective_state_update as ssu
+    import mambalab.kernels.mamba_ssm as ssu
 
     dev = DEVICE
     if ssu.INTERPRET:  # the GPU branch of the rule, with an H100's 132 SMs

@@ -5,11 +5,11 @@ the tensor, an illegal access the sanitizer reports)."""
 import pytest
 import torch
 
-from mambalab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig
 from mambalab.device import DEVICE
 from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
-from mambalab.kernels.selective_state_update import selective_state_update
-from mambalab.sanitizer import IllegalMemoryAccess
+from mambalab.kernels.mamba_ssm import selective_state_update
+from mambalab.lab.sanitizer import IllegalMemoryAccess
 
 BUG = BugConfig.with_bugs("zero-accepted")
 cpu_only = pytest.mark.cpu_only(reason="column -1 of row 0 is a real wild read on a GPU")

@@ -2,15 +2,15 @@
 
 import pytest
 
-from mambalab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
-from mambalab.kv_cache_manager import (
+from mambalab.core.kv_cache_manager import (
     KVCacheManager,
     block_hashes_of,
     hash_block_tokens,
 )
-from mambalab.kv_cache_spec import MambaSpec
-from mambalab.request import Request
+from mambalab.core.kv_cache_interface import MambaSpec
+from mambalab.core.request import Request
 
 B = 4
 

@@ -2,14 +2,14 @@ import numpy as np
 import pytest
 import torch
 
-from mambalab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
-from mambalab.cudagraph import default_capture_sizes, dispatch
-from mambalab.input_batch import CachedRequestState, InputBatch
-from mambalab.kv_cache_spec import MambaSpec
-from mambalab.mamba_metadata import MambaAttentionMetadata, MambaAttentionMetadataBuilder
-from mambalab.metadata import build_attention_metadata
-from mambalab.runner_inputs import RunnerBuffers
+from mambalab.worker.cudagraph_dispatcher import default_capture_sizes, dispatch
+from mambalab.worker.input_batch import CachedRequestState, InputBatch
+from mambalab.core.kv_cache_interface import MambaSpec
+from mambalab.attention.mamba_metadata import MambaAttentionMetadata, MambaAttentionMetadataBuilder
+from mambalab.attention.metadata import build_attention_metadata
+from mambalab.worker.runner_inputs import RunnerBuffers
 
 
 def builder(mode="all", ns=2, bugs=None, max_num_seqs=4, bs=16, L=256):

@@ -2,17 +2,17 @@ import numpy as np
 import pytest
 import torch
 
-from mambalab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
-from mambalab.input_batch import CachedRequestState, InputBatch
-from mambalab.kv_cache_spec import AttentionSpec, MambaSpec
-from mambalab.metadata import (
+from mambalab.worker.input_batch import CachedRequestState, InputBatch
+from mambalab.core.kv_cache_interface import AttentionSpec, MambaSpec
+from mambalab.attention.metadata import (
     CommonAttentionMetadata,
     build_attention_metadata,
     reorder_batch_to_split_decodes_and_prefills,
     split_decodes_and_prefills,
 )
-from mambalab.runner_inputs import RunnerBuffers
+from mambalab.worker.runner_inputs import RunnerBuffers
 
 
 def cm_from(query_lens, num_tokens=None, is_prefilling=None, seq_lens=None):

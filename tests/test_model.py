@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mambalab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig
 from mambalab.device import DEVICE, DEVICE_TYPE
-from mambalab.model import (
+from mambalab.model.tiny_hybrid import (
     STATE_KEYS,
     ModelState,
     TinyHybridConfig,
@@ -22,7 +22,7 @@ from mambalab.model import (
     rms_norm,
     zero_state,
 )
-from mambalab.testing import assert_untouched
+from mambalab.kernels.testing import assert_untouched
 
 ATOL = RTOL = 1e-4
 I32 = dict(dtype=torch.int32, device=DEVICE)

@@ -14,8 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-from mambalab import sanitizer
-from mambalab.sanitizer import IllegalMemoryAccess, SanitizerUnsupported, launch
+from mambalab.lab import sanitizer
+from mambalab.lab.sanitizer import IllegalMemoryAccess, SanitizerUnsupported, launch
 
 pytestmark = [
     pytest.mark.cpu_only(reason="the sanitizer guards the Triton interpreter only"),

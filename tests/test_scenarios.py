@@ -3,7 +3,7 @@ seeds, and the verdict names the mechanism's signature."""
 
 import pytest
 
-from mambalab.scenarios import replay, valid_bug_ids
+from mambalab.lab.scenarios import replay, valid_bug_ids
 
 SEEDS = [0, 1, 2]
 
@@ -90,4 +90,4 @@ def test_zero_accepted(seed):
 
 def test_every_catalogue_bug_has_a_scenario():
     for bug in valid_bug_ids():
-        assert replay.__module__ and bug.split("/")[0] in __import__("mambalab.scenarios").scenarios.SCENARIOS
+        assert replay.__module__ and bug.split("/")[0] in __import__("mambalab.lab.scenarios").scenarios.SCENARIOS

@@ -7,10 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mambalab.constants import NULL_BLOCK_ID
-from mambalab.kv_cache_manager import KVCacheManager, cdiv
-from mambalab.kv_cache_spec import MambaSpec
-from mambalab.request import Request, RequestStatus
-from mambalab.scheduler import Scheduler, SchedulerError
+from mambalab.core.kv_cache_manager import KVCacheManager, cdiv
+from mambalab.core.kv_cache_interface import MambaSpec
+from mambalab.core.request import Request, RequestStatus
+from mambalab.core.sched.scheduler import Scheduler, SchedulerError
 
 B = 4
 

@@ -19,17 +19,19 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from mambalab import sanitizer, viz
-from mambalab.block_pool import BlockPool
-from mambalab.block_table import BlockTable
-from mambalab.bugs import BugConfig
+from mambalab.lab import sanitizer
+
+from mambalab import viz
+from mambalab.core.block_pool import BlockPool
+from mambalab.worker.block_table import BlockTable
+from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
-from mambalab.cudagraph import default_capture_sizes, dispatch
-from mambalab.input_batch import CachedRequestState, InputBatch
-from mambalab.kv_cache_spec import MambaSpec
-from mambalab.mamba_metadata import MambaAttentionMetadataBuilder
-from mambalab.metadata import build_attention_metadata
-from mambalab.runner_inputs import RunnerBuffers
+from mambalab.worker.cudagraph_dispatcher import default_capture_sizes, dispatch
+from mambalab.worker.input_batch import CachedRequestState, InputBatch
+from mambalab.core.kv_cache_interface import MambaSpec
+from mambalab.attention.mamba_metadata import MambaAttentionMetadataBuilder
+from mambalab.attention.metadata import build_attention_metadata
+from mambalab.worker.runner_inputs import RunnerBuffers
 
 cpu_only = pytest.mark.cpu_only(reason="recording needs the Triton interpreter")
 
@@ -258,8 +260,8 @@ def ssu_inputs(rows: int, slots: int = 8, H: int = 2, P: int = 4, N: int = 4, se
 
 def run_ssu(indices, bugs):
     """The kernel under ``bugs`` (recorded) and the fixed pure-torch reference on a copy."""
-    from mambalab.kernels.selective_state_update import selective_state_update
-    from mambalab.kernels.selective_state_update_ref import selective_state_update_ref
+    from mambalab.kernels.mamba_ssm import selective_state_update
+    from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
 
     state, kw = ssu_inputs(len(indices))
     ref = state.clone()
@@ -297,7 +299,7 @@ def test_null_block_written_by_padded_rows(bugs):
 
 @cpu_only
 def test_minus_one_index_is_an_illegal_access_on_the_map():
-    from mambalab.kernels.selective_state_update import selective_state_update
+    from mambalab.kernels.mamba_ssm import selective_state_update
 
     state, kw = ssu_inputs(5)
     idx = torch.tensor([3, 5, 2, PAD_SLOT_ID, PAD_SLOT_ID], dtype=torch.int32)
@@ -335,7 +337,7 @@ def test_state_pool_from_values_nan_and_changes():
 
 
 def test_state_pool_extremes_do_not_raise():
-    from mambalab.model import ModelState, TinyHybridConfig
+    from mambalab.model.tiny_hybrid import ModelState, TinyHybridConfig
 
     fig = viz.draw_state_pool(torch.zeros(0, 4))
     assert "empty pool" in " ".join(t.get_text() for t in fig.axes[0].texts)

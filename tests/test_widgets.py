@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from mambalab import scenarios, viz
-from mambalab.bugs import BugConfig
+from mambalab.lab import scenarios
+
+from mambalab import viz
+from mambalab.lab.bugs import BugConfig
 from mambalab.widgets import SPECS, VIEWS, EngineExplorer, bug_panel, clear_caches, engine_explorer, panel_ids
 from mambalab.widgets import pad_minus_one, spec_slots, stale_is_prefilling, stale_rows, guard_lt_zero
 

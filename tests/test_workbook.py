@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from mambalab import workbook as wb
-from mambalab.bugs import BugConfig
-from mambalab.engine import Add, EngineConfig
-from mambalab.model_runner import RunnerConfig
-from mambalab.scenarios import replay
-from mambalab.workload import Workload
+from mambalab.lab.bugs import BugConfig
+from mambalab.engine.core import Add, EngineConfig
+from mambalab.worker.model_runner import RunnerConfig
+from mambalab.lab.scenarios import replay
+from mambalab.lab.workload import Workload
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 cpu_only = pytest.mark.cpu_only(reason="access recording needs the Triton interpreter")
@@ -217,7 +217,7 @@ def test_launch_ssu_minus_one_zero_and_the_lt_zero_guard():
 
 
 def test_small_text_helpers():
-    from mambalab.metadata import build_attention_metadata
+    from mambalab.attention.metadata import build_attention_metadata
 
     table = wb.state_table()
     assert table.splitlines()[-1].split()[:3] == ["one", "slot", "160"]
@@ -306,7 +306,7 @@ def test_hunt_report_wraps_long_lines_at_spaces_but_keeps_the_python_snippet():
 def test_workload_steps_is_the_step_list_wrapped():
     import random
 
-    from mambalab.hunt import random_hunt_workload, step_list, workload_seed
+    from mambalab.lab.hunt import random_hunt_workload, step_list, workload_seed
 
     w = random_hunt_workload(random.Random(workload_seed(1, 0)))
     text = wb.workload_steps(w, width=60)

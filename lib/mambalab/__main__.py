@@ -13,7 +13,7 @@ import sys
 
 
 def _cmd_bugs(args: argparse.Namespace) -> int:
-    from .bugs import CATALOGUE
+    from mambalab.lab.bugs import CATALOGUE
 
     width = max(len(b.id) for b in CATALOGUE)
     for b in CATALOGUE:
@@ -23,7 +23,7 @@ def _cmd_bugs(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from .scenarios import replay, valid_bug_ids
+    from mambalab.lab.scenarios import replay, valid_bug_ids
 
     if args.bug not in valid_bug_ids():
         print(f"unknown bug {args.bug!r}; valid ids: {', '.join(valid_bug_ids())}", file=sys.stderr)
@@ -34,9 +34,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .bugs import BugConfig
-    from .scenarios import run_workload, signatures
-    from .workload import random_workload
+    from mambalab.lab.bugs import BugConfig
+    from mambalab.lab.scenarios import run_workload, signatures
+    from mambalab.lab.workload import random_workload
 
     try:
         bugs = BugConfig.with_bugs(args.bugs) if args.bugs else BugConfig()
@@ -66,7 +66,7 @@ def _maybe_switch_device(argv: list[str]) -> None:
             wanted = a.split("=", 1)[1]
     if wanted not in ("cpu", "cuda"):
         return  # absent, or bad: argparse reports it
-    from .device import DEVICE_TYPE
+    from mambalab.device import DEVICE_TYPE
 
     if wanted == "cuda" and DEVICE_TYPE != "cuda":
         import torch
@@ -83,11 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     _maybe_switch_device(argv)
     if argv[:1] == ["bench"]:  # bench and hunt parse their own options
-        from . import bench
+        from mambalab.gpu import bench
 
         return bench.main(argv[1:])
     if argv[:1] == ["hunt"]:
-        from . import hunt
+        from mambalab.lab import hunt
 
         return hunt.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m mambalab", description=__doc__)

@@ -8,13 +8,13 @@ short, deterministic text and never anything that changes between runs
 * :func:`setup`: seeds, and a one-line description of where kernels run;
 * :func:`show`: displays a drawing as PNG with a ``text/plain`` line naming
   what the drawing found (its title): nbval skips PNGs but compares that line;
-* :func:`summary_of`: a :class:`~mambalab.scenarios.ReplayResult` (or a
+* :func:`summary_of`: a :class:`~mambalab.lab.scenarios.ReplayResult` (or a
   :class:`Trace`) in a few lines: exit code, verdict, mechanisms (repeated
   per-step sentences folded into step ranges);
 * :func:`trace`: a bug's scenario (or any workload) run step by step with
   snapshots of the steps asked for: block table, metadata, state pool and
   the kernels' accesses, for drawing after the run. Its verdict is the one
-  :func:`~mambalab.scenarios.replay` gives (same workload, same judge);
+  :func:`~mambalab.lab.scenarios.replay` gives (same workload, same judge);
 * :class:`MiniWorld`: a block pool, an input batch, the runner buffers and a
   Mamba metadata builder, with no model: the bookkeeping alone, driven by
   hand (add, finish, condense, step, dummy run); :func:`idle_rank` walks one
@@ -44,23 +44,23 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from . import sanitizer
-from .block_pool import BlockPool
-from .bugs import BUGS, BugConfig
-from .constants import NULL_BLOCK_ID
-from .cudagraph import default_capture_sizes, dispatch
-from .device import DEVICE_TYPE, INTERPRET
-from .engine import Engine, EngineConfig, EngineCrash
-from .input_batch import CachedRequestState, InputBatch
-from .kv_cache_spec import MambaSpec
-from .mamba_metadata import MambaAttentionMetadataBuilder
-from .metadata import build_attention_metadata
-from .model_runner import StepRecord
-from .planted import Plant
-from .reference import Verdict, judge, reference_output
-from .runner_inputs import RunnerBuffers
-from .scenarios import ReplayResult, scenario_for, signatures
-from .workload import Workload
+from mambalab.lab import sanitizer
+from mambalab.core.block_pool import BlockPool
+from mambalab.lab.bugs import BUGS, BugConfig
+from mambalab.constants import NULL_BLOCK_ID
+from mambalab.worker.cudagraph_dispatcher import default_capture_sizes, dispatch
+from mambalab.device import DEVICE_TYPE, INTERPRET
+from mambalab.engine.core import Engine, EngineConfig, EngineCrash
+from mambalab.worker.input_batch import CachedRequestState, InputBatch
+from mambalab.core.kv_cache_interface import MambaSpec
+from mambalab.attention.mamba_metadata import MambaAttentionMetadataBuilder
+from mambalab.attention.metadata import build_attention_metadata
+from mambalab.worker.model_runner import StepRecord
+from mambalab.lab.planted import Plant
+from mambalab.lab.reference import Verdict, judge, reference_output
+from mambalab.worker.runner_inputs import RunnerBuffers
+from mambalab.lab.scenarios import ReplayResult, scenario_for, signatures
+from mambalab.lab.workload import Workload
 
 __all__ = [
     "Text",
@@ -134,7 +134,7 @@ def show(fig, text: str | None = None) -> None:
     """
     from IPython.display import display
 
-    from .viz import figure_to_png
+    from mambalab.viz import figure_to_png
 
     label = text if text is not None else figure_title(fig)
     png = base64.b64encode(figure_to_png(fig)).decode("ascii")
@@ -252,7 +252,7 @@ class Snapshot:
 
 
 class Trace:
-    """A workload run step by step: the verdict of :func:`~mambalab.scenarios.replay` plus snapshots.
+    """A workload run step by step: the verdict of :func:`~mambalab.lab.scenarios.replay` plus snapshots.
 
     ``trace.result`` is a ``ReplayResult``; ``trace.engine`` the engine at
     the end (None when it could not start); ``trace.snapshots[(step, rank)]``
@@ -314,14 +314,14 @@ class Trace:
 
     # -- drawings --------------------------------------------------------------------
     def draw_block_table(self, step: int, rank: int = 0, **kw):
-        from . import viz
+        from mambalab import viz
 
         s = self.snapshot(step, rank)
         return viz.draw_block_table(s.input_batch, num_reqs=s.num_reqs, num_reqs_padded=s.num_reqs_padded,
                                     pool=s.block_pool, **kw)
 
     def draw_metadata(self, step: int, rank: int = 0, **kw):
-        from . import viz
+        from mambalab import viz
 
         s = self.snapshot(step, rank)
         if s.cm is None:
@@ -345,7 +345,7 @@ class Trace:
         since are framed). ``slots``: how many leading slots to draw (default:
         enough for every touched, owned, poisoned or changed slot, a multiple of 8).
         """
-        from . import viz
+        from mambalab import viz
 
         s = self.snapshot(step, rank)
         reads, writes = self.accesses(step, rank, kernel)
@@ -354,7 +354,7 @@ class Trace:
         pools = {k: v[:n] for k, v in s.pools.items()}
         ref = {k: v[:n] for k, v in ref.items()} if ref is not None else None
         if ref is not None and "title" not in kw:
-            from .viz._common import title_from
+            from mambalab.viz._common import title_from
 
             found = viz.analyse_state_pool(pools, reads=reads, writes=writes, reference=ref, owners=s.owners)
             kw["title"] = title_from(found["findings"], "state pool consistent").replace(
@@ -386,7 +386,7 @@ class Trace:
         return Text("\n".join(lines))
 
     def draw_access_map(self, step: int, rank: int = 0, kernel: str = "selective_state_update", **kw):
-        from . import viz
+        from mambalab import viz
 
         s = self.snapshot(step, rank)
         if s.log is None:
@@ -432,7 +432,7 @@ class Trace:
 
     def draw_timeline(self, rank: int | None = None, requests: Sequence[str] | None = None, **kw):
         """Tokens against the reference per request, with the batch of each step of ``rank`` below."""
-        from . import viz
+        from mambalab import viz
 
         expected, got = self.tokens(rank, requests)
         steps = []
@@ -691,12 +691,12 @@ class KernelRun:
         return Text("\n".join(textwrap.fill(x, 110, subsequent_indent="    ") for x in lines))
 
     def draw_access_map(self, **kw):
-        from . import viz
+        from mambalab import viz
 
         return viz.draw_access_map(self.log, num_slots=self.num_slots, **kw)
 
     def draw_state_pool(self, **kw):
-        from . import viz
+        from mambalab import viz
 
         kw.setdefault("reference", self.reference)
         return viz.draw_state_pool(self.state, reads=self.log.slots("state", "load"),
@@ -712,8 +712,8 @@ def launch_ssu(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
     On a GPU nothing is recorded and a wild index is a real fault: there a
     negative index is refused.
     """
-    from .kernels.selective_state_update import selective_state_update
-    from .kernels.selective_state_update_ref import selective_state_update_ref
+    from mambalab.kernels.mamba_ssm import selective_state_update
+    from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
 
     bugs = bugs if bugs is not None else BugConfig()
     if not INTERPRET and any(int(i) < 0 for i in indices):
@@ -924,7 +924,7 @@ class MiniWorld:
 
     # -- drawings --------------------------------------------------------------------
     def draw_block_table(self, **kw):
-        from . import viz
+        from mambalab import viz
 
         n, padded = (self.ib.num_reqs, None) if self.last is None else self.last[:2]
         kw.setdefault("num_reqs", n)
@@ -932,7 +932,7 @@ class MiniWorld:
         return viz.draw_block_table(self.ib, pool=self.pool, **kw)
 
     def draw_metadata(self, **kw):
-        from . import viz
+        from mambalab import viz
 
         if self.last is None:
             raise ValueError("no step yet: call step() or dummy_run() first")
@@ -941,7 +941,7 @@ class MiniWorld:
         return viz.draw_metadata(cm, md, num_reqs=n, builder=self.builder, **kw)
 
     def describe_block_table(self) -> Text:
-        from . import viz
+        from mambalab import viz
 
         n, padded = (self.ib.num_reqs, None) if self.last is None else self.last[:2]
         return Text("\n".join(viz.describe_block_table(self.ib, num_reqs=n, num_reqs_padded=padded,
@@ -969,8 +969,8 @@ def idle_rank(bugs: BugConfig | None = None, *, clear_row: bool | None = None, c
 
 def tour_workload(seed: int = 0) -> Workload:
     """The tour's engine: three requests, FULL decode graphs of up to 4 rows, one state block each."""
-    from .engine import Add
-    from .model_runner import RunnerConfig
+    from mambalab.engine.core import Add
+    from mambalab.worker.model_runner import RunnerConfig
 
     rng = random.Random(seed)
     cfg = EngineConfig(RunnerConfig(max_num_seqs=4, num_blocks=8), model_seed=seed)
@@ -980,7 +980,7 @@ def tour_workload(seed: int = 0) -> Workload:
 
 def state_table(cfg=None) -> Text:
     """What one request's state is made of in the tiny model, per state tensor (one pool slot)."""
-    from .model import TinyHybridConfig
+    from mambalab.model.tiny_hybrid import TinyHybridConfig
 
     cfg = cfg if cfg is not None else TinyHybridConfig()
     shapes = cfg.state_shapes()
@@ -1056,7 +1056,7 @@ def _ex_00_1():
 
 
 def _ex_00_2():
-    from .block_table import BlockTable
+    from mambalab.worker.block_table import BlockTable
 
     cases = []
     for row, pos, bs in [([3], 0, 4), ([3], 2, 4), ([3, 7], 5, 4), ([5, 1, 9], 11, 4), ([2, 6], 17, 16)]:
@@ -1068,7 +1068,7 @@ def _ex_00_2():
 
 
 def _ex_00_3():
-    from .model import ModelState, TinyHybridConfig
+    from mambalab.model.tiny_hybrid import ModelState, TinyHybridConfig
 
     cases = []
     for kw in [{}, {"mamba_dstate": 8}, {"conv_width": 3, "gdn_head_k_dim": 8}, {"num_speculative_tokens": 2}]:
@@ -1089,8 +1089,8 @@ def _ex_01_1():
 
 
 def _guard_cases(mode):
-    from .bugs import GuardMode
-    from .kernels.selective_state_update_ref import is_live
+    from mambalab.lab.bugs import GuardMode
+    from mambalab.kernels.mamba_ssm_ref import is_live
 
     rows = [[3, 5, 2, 0], [4, 0, 0, 0, 0], [-1, 2, -1], [1, 0, 7, -1]]
     out = []
@@ -1104,7 +1104,7 @@ def _guard_cases(mode):
 
 
 def _ex_02_1():
-    from .block_table import BlockTable
+    from mambalab.worker.block_table import BlockTable
 
     cases = []
     for cpu, dev, n in [([[3], [5], [0], [0]], [[3], [5], [6], [2]], 2),
@@ -1153,7 +1153,7 @@ def _ex_03_1():
 
 
 def _ex_03_2():
-    from .mamba_metadata import _cdiv_t
+    from mambalab.attention.mamba_metadata import _cdiv_t
 
     cases = []
     for nc, seq, B in [(8, 10, 4), (9, 11, 4), (0, 5, 4), (15, 17, 16), (16, 18, 16), (3, 4, 4)]:
@@ -1190,7 +1190,7 @@ def _ex_04_1():
 
 
 def _ex_04_2():
-    from .metadata import CommonAttentionMetadata, split_decodes_and_prefills
+    from mambalab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 
     cases = []
     for qlens, pref, thr in [([1, 1], [False, True], 1), ([1, 1, 1, 0], [False, False, False, True], 1),
@@ -1215,7 +1215,7 @@ def _ex_04_3():
 
 
 def _ex_05_1():
-    from .planted import repeat_last_live
+    from mambalab.lab.planted import repeat_last_live
 
     cases = []
     for slots, nd in [([3, 5, 0, 0], 2), ([7, 2, 9, 4, 0, 0, 0, 0], 1), ([0, 0], 0), ([4, 9, 2, 1], 3),
@@ -1251,7 +1251,7 @@ class SumAtLeast:
 
 
 def _ex_05_2():
-    from .hunt import drop_one_at_a_time
+    from mambalab.lab.hunt import drop_one_at_a_time
 
     cases = []
     for items, fails in [([1, 3, 5, 7, 9], Needs(3, 7)), ([4, 1, 4, 2], SumAtLeast(8)),
@@ -1296,7 +1296,7 @@ EXERCISES: dict[str, Exercise] = {e.id: e for e in [
 
 def _gpu_report_cases(exercise_id: str):
     """The GPU chapter's cases live with its report module (imported on demand)."""
-    from .gpu_report import exercise_cases
+    from mambalab.gpu.gpu_report import exercise_cases
 
     return exercise_cases(exercise_id)
 
@@ -1363,8 +1363,8 @@ def reveal(exercise_id: str, fn: Callable) -> Solution:
 
 def plant_pad_tail(pad_tail: Callable) -> tuple[Plant, Text]:
     """Notebook 05's plant: the learner's ``pad_tail`` when it passes exercise 05.1, else the library's
-    :func:`mambalab.planted.repeat_last_live` (so the chapter runs before the exercise is done)."""
-    from .planted import plant_padded_tail, repeat_last_live
+    :func:`mambalab.lab.planted.repeat_last_live` (so the chapter runs before the exercise is done)."""
+    from mambalab.lab.planted import plant_padded_tail, repeat_last_live
 
     verdict = check("05.1", pad_tail)
     if str(verdict).startswith("exercise 05.1: correct"):
@@ -1401,7 +1401,7 @@ def hunt_report(result, width: int = 100) -> Text:
 
 
 def workload_steps(workload, width: int = 100) -> Text:
-    """A workload as the hunter prints it (:func:`mambalab.hunt.step_list`), long lines wrapped."""
-    from .hunt import step_list
+    """A workload as the hunter prints it (:func:`mambalab.lab.hunt.step_list`), long lines wrapped."""
+    from mambalab.lab.hunt import step_list
 
     return Text(_wrap("\n".join(step_list(workload)), width))

@@ -1,6 +1,6 @@
 """Solutions of 00_tour: padding, slot mapping, the size of a request's state."""
 
-from mambalab.cudagraph import default_capture_sizes
+from mambalab.worker.cudagraph_dispatcher import default_capture_sizes
 
 
 def num_reqs_padded(num_reqs, max_num_seqs):

@@ -1,1 +1,30 @@
-"""Triton decode-state kernels, each with a pure-torch reference beside it."""
+"""Triton decode-state kernels, each with a pure-torch reference beside it.
+
+The functions are exported at package level, as ``fla.ops.gated_delta_rule``
+does, so a user swapping vLLM's kernel for ours imports the function:
+
+    from mambalab.kernels import selective_state_update
+
+| ours | vLLM |
+|---|---|
+| ``mamba_ssm.py`` / ``mamba_ssm_ref.py`` | ``vllm/model_executor/layers/mamba/ops/mamba_ssm.py`` |
+| ``causal_conv1d.py`` / ``causal_conv1d_ref.py`` | ``vllm/model_executor/layers/mamba/ops/causal_conv1d.py`` |
+| ``gated_delta_rule.py`` / ``gated_delta_rule_ref.py`` | ``vllm/third_party/flash_linear_attention/ops/fused_recurrent.py`` |
+| ``common.py`` | (ours) the guard every kernel shares, one per ``GuardMode`` |
+| ``testing.py`` | (ours) poison, slot indices and tolerances for proving a kernel correct |
+"""
+
+from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
+from mambalab.kernels.causal_conv1d_ref import causal_conv1d_update_ref
+from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule, fused_sigmoid_gating_delta_rule_update
+from mambalab.kernels.gated_delta_rule_ref import (fused_recurrent_gated_delta_rule_ref,
+                                                   fused_sigmoid_gating_delta_rule_update_ref)
+from mambalab.kernels.mamba_ssm import selective_state_update
+from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
+
+__all__ = [
+    "causal_conv1d_update", "causal_conv1d_update_ref", "make_conv_state",
+    "fused_recurrent_gated_delta_rule", "fused_recurrent_gated_delta_rule_ref",
+    "fused_sigmoid_gating_delta_rule_update", "fused_sigmoid_gating_delta_rule_update_ref",
+    "selective_state_update", "selective_state_update_ref",
+]

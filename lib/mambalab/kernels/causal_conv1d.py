@@ -87,7 +87,7 @@ filtered by a guard, a ``tl.constexpr`` from
   several padded rows race on it and block 0 stops being zeros.
 * ``pad-minus-one`` world (``GuardMode.NONE``): every index is trusted, so a
   ``-1`` reaches the address arithmetic: ``state - stride(0)``. Under the
-  interpreter :mod:`mambalab.sanitizer` reports it as
+  interpreter :mod:`mambalab.lab.sanitizer` reports it as
   ``IllegalMemoryAccess``; on a GPU it is an illegal address (or silent
   corruption of whatever precedes the pool).
 
@@ -126,12 +126,12 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import sanitizer
-from ..bugs import BugConfig
-from ..constants import NULL_BLOCK_ID
-from ..device import DEVICE
-from .causal_conv1d_ref import parse_activation
-from .common import clamp_for, guard_for, is_live_slot
+from mambalab.lab import sanitizer
+from mambalab.lab.bugs import BugConfig
+from mambalab.constants import NULL_BLOCK_ID
+from mambalab.device import DEVICE
+from mambalab.kernels.causal_conv1d_ref import parse_activation
+from mambalab.kernels.common import clamp_for, guard_for, is_live_slot
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _INDEX_DTYPES = (torch.int32, torch.int64)

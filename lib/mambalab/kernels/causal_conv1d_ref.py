@@ -3,7 +3,7 @@
 Clear, not fast: one Python loop over rows and one over tokens, every step
 spelled out. It works on a conv-state pool of any layout (it only indexes
 ``conv_state[slot, :, position]``), models the three state-index guards of
-:class:`mambalab.bugs.GuardMode`, and never imports Triton, so it runs
+:class:`mambalab.lab.bugs.GuardMode`, and never imports Triton, so it runs
 anywhere and is the yardstick the kernel's tests compare against.
 
 The semantics (and the speculative-decoding convention) are documented once,
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import torch
 
-from ..bugs import BugConfig, GuardMode
-from ..constants import NULL_BLOCK_ID
+from mambalab.lab.bugs import BugConfig, GuardMode
+from mambalab.constants import NULL_BLOCK_ID
 
 
 def parse_activation(activation) -> bool:

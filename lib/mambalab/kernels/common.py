@@ -1,7 +1,7 @@
 """Pieces shared by the decode-state kernels: the state-index guard.
 
 Which indices a kernel skips is the whole of bugs #35431 and #39064, so it is
-one ``tl.constexpr`` (:class:`mambalab.bugs.GuardMode`) chosen from the bug
+one ``tl.constexpr`` (:class:`mambalab.lab.bugs.GuardMode`) chosen from the bug
 configuration at launch, never by editing a kernel.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..bugs import BugConfig, active
+from mambalab.lab.bugs import BugConfig, active
 
 @triton.jit
 def is_live_slot(idx, null_block_id, GUARD: tl.constexpr):

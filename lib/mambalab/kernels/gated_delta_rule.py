@@ -52,11 +52,11 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import sanitizer
-from ..bugs import BugConfig
-from ..constants import NULL_BLOCK_ID
-from .common import clamp_for, guard_for, is_live_slot
-from .gated_delta_rule_ref import validate_gdn_inputs
+from mambalab.lab import sanitizer
+from mambalab.lab.bugs import BugConfig
+from mambalab.constants import NULL_BLOCK_ID
+from mambalab.kernels.common import clamp_for, guard_for, is_live_slot
+from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
 
 KERNEL_NAME = "fused_recurrent_gated_delta_rule"
 

@@ -45,7 +45,7 @@ The guard (bugs #35431 and #39064) decides which slots may be touched:
 * ``GuardMode.NONE`` (the ``pad-minus-one`` world's consumer that trusts every
   index): a ``-1`` would reach address arithmetic. The reference refuses with
   an ``IndexError`` (torch would silently wrap ``-1`` to the last slot); the
-  kernel on the interpreter raises ``mambalab.sanitizer.IllegalMemoryAccess``.
+  kernel on the interpreter raises ``mambalab.lab.sanitizer.IllegalMemoryAccess``.
 
 With ``inplace_final_state=False`` nothing in ``initial_state`` is written and
 a fresh ``final_state`` of shape ``[B * T, HV, V, K]`` is returned (one row per
@@ -62,8 +62,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..bugs import GuardMode
-from ..constants import NULL_BLOCK_ID
+from mambalab.lab.bugs import GuardMode
+from mambalab.constants import NULL_BLOCK_ID
 
 STATE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 INDEX_DTYPES = (torch.int32, torch.int64)

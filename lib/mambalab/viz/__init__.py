@@ -21,12 +21,12 @@ Colours are Okabe–Ito (colour-blind safe) and every problem also has a hatch
 or a frame, so nothing depends on colour alone.
 """
 
-from ._common import PALETTE, Finding, VizFigure, figure_to_array, figure_to_png
-from .access_map import analyse_access_map, describe_access_map, draw_access_map
-from .block_table import BlockTableView, analyse_block_table, describe_block_table, draw_block_table
-from .metadata import analyse_metadata, describe_metadata, draw_metadata
-from .state_pool import analyse_state_pool, describe_state_pool, draw_state_pool, slot_summary
-from .timeline import analyse_timeline, describe_timeline, draw_timeline, first_divergence
+from mambalab.viz._common import PALETTE, Finding, VizFigure, figure_to_array, figure_to_png
+from mambalab.viz.access_map import analyse_access_map, describe_access_map, draw_access_map
+from mambalab.viz.block_table import BlockTableView, analyse_block_table, describe_block_table, draw_block_table
+from mambalab.viz.metadata import analyse_metadata, describe_metadata, draw_metadata
+from mambalab.viz.state_pool import analyse_state_pool, describe_state_pool, draw_state_pool, slot_summary
+from mambalab.viz.timeline import analyse_timeline, describe_timeline, draw_timeline, first_divergence
 
 __all__ = [
     "PALETTE",

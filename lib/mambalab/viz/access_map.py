@@ -9,8 +9,8 @@ illegal memory access on a GPU), several rows in the null block's column
 
 from __future__ import annotations
 
-from ..constants import NULL_BLOCK_ID
-from ._common import (
+from mambalab.constants import NULL_BLOCK_ID
+from mambalab.viz._common import (
     ERROR,
     FIG_WIDTH,
     INFO,

@@ -19,8 +19,8 @@ from typing import Mapping, Sequence
 import numpy as np
 from matplotlib.patches import Rectangle
 
-from ..constants import NULL_BLOCK_ID, PAD_SLOT_ID
-from ._common import (
+from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
+from mambalab.viz._common import (
     ERROR,
     FIG_WIDTH,
     INFO,

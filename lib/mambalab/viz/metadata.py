@@ -14,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..constants import NULL_BLOCK_ID, PAD_SLOT_ID
-from ._common import (
+from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
+from mambalab.viz._common import (
     ERROR,
     FIG_WIDTH,
     INFO,
@@ -64,7 +64,7 @@ def _as_2d(t) -> np.ndarray:
 def analyse_metadata(common_attn_metadata, mamba_metadata=None, *, num_reqs: int, builder=None,
                      decode_threshold: int | None = None) -> dict:
     """Per-row columns and the findings (headless)."""
-    from ..metadata import split_decodes_and_prefills
+    from mambalab.attention.metadata import split_decodes_and_prefills
 
     cm, md = common_attn_metadata, mamba_metadata
     P = int(cm.num_reqs)

@@ -15,8 +15,8 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
-from ..constants import NULL_BLOCK_ID
-from ._common import (
+from mambalab.constants import NULL_BLOCK_ID
+from mambalab.viz._common import (
     ERROR,
     FIG_WIDTH,
     INFO,

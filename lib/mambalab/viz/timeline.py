@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ._common import (
+from mambalab.viz._common import (
     ERROR,
     FIG_WIDTH,
     INFO,

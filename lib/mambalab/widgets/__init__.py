@@ -22,16 +22,16 @@ snapshots), ``_snapshot`` (what a drawing needs from one step), ``_views``
 (findings, figures, PNG cache) and ``_ui`` (knobs, boxes, callback guard).
 """
 
-from ._panel import Panel, Settings, clear_results
-from ._session import Session, clear_sessions
-from ._views import VIEWS, clear_png_cache
-from .bug_panel import SPECS, BugPanel, bug_panel
-from .explorer import EngineExplorer, engine_explorer
+from mambalab.widgets._panel import Panel, Settings, clear_results
+from mambalab.widgets._session import Session, clear_sessions
+from mambalab.widgets._views import VIEWS, clear_png_cache
+from mambalab.widgets.bug_panel import SPECS, BugPanel, bug_panel
+from mambalab.widgets.explorer import EngineExplorer, engine_explorer
 
 
 def panel_ids() -> list[str]:
     """Every id :func:`bug_panel` accepts (the catalogue's bugs and their parts)."""
-    from ..scenarios import valid_bug_ids
+    from mambalab.lab.scenarios import valid_bug_ids
 
     return valid_bug_ids()
 

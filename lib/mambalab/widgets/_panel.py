@@ -32,12 +32,12 @@ from typing import Callable, Hashable
 
 import ipywidgets as widgets
 
-from ..scenarios import ReplayResult
-from ._session import Session, session_for
-from ._snapshot import RankView
-from ._ui import (BAD_COLOUR, NEUTRAL_COLOUR, OK_COLOUR, WARN_COLOUR, box, esc, guarded, lines_html,
+from mambalab.lab.scenarios import ReplayResult
+from mambalab.widgets._session import Session, session_for
+from mambalab.widgets._snapshot import RankView
+from mambalab.widgets._ui import (BAD_COLOUR, NEUTRAL_COLOUR, OK_COLOUR, WARN_COLOUR, box, esc, guarded, lines_html,
                   write_output)
-from ._views import VIEWS, FigureSlot, ViewInput, findings_html, level_counts, message_figure
+from mambalab.widgets._views import VIEWS, FigureSlot, ViewInput, findings_html, level_counts, message_figure
 
 _RESULTS: OrderedDict[Hashable, ReplayResult] = OrderedDict()  # final verdicts by settings key
 MAX_RESULTS = 64
@@ -276,7 +276,7 @@ class Panel:
     def _report_internal(self, exc: BaseException, tb: str) -> None:
         self.message.value = box(f"<b>Internal error</b> ({esc(type(exc).__name__)}: {esc(exc)}); the "
                                  f"traceback is in the details below.", BAD_COLOUR, symbol="⚠")
-        from ._ui import append_output
+        from mambalab.widgets._ui import append_output
 
         append_output(self.log, tb)
 
@@ -399,7 +399,7 @@ class Panel:
             if slot.key != key:
                 fig = message_figure(f"The engine could not start, so there is no {VIEWS[name].label.lower()} "
                                      f"to draw: {err}", VIEWS[name].label)
-                from ..viz import figure_to_png
+                from mambalab.viz import figure_to_png
 
                 slot.image.value = figure_to_png(fig)
                 slot.key = key

@@ -6,8 +6,8 @@ A :class:`Session` is what a panel's Step / Replay / Reset buttons drive:
   ``recording()``), catches ``EngineCrash`` as the verdict does, and appends a
   :class:`~._snapshot.StepSnapshot`;
 * ``run_to_end()`` steps until the workload is done (or crashed) and returns
-  the same :class:`~mambalab.scenarios.ReplayResult` that
-  ``mambalab.scenarios.replay`` builds for that workload and bug switch;
+  the same :class:`~mambalab.lab.scenarios.ReplayResult` that
+  ``mambalab.lab.scenarios.replay`` builds for that workload and bug switch;
 * ``verdict_so_far(step)`` compares what was produced up to a step with the
   per-request reference.
 
@@ -23,13 +23,13 @@ from collections import OrderedDict
 from time import perf_counter
 from typing import Hashable
 
-from ..bugs import BugConfig
-from ..engine import Engine, EngineCrash
-from ..reference import Verdict, judge, reference_output
-from ..sanitizer import recording
-from ..scenarios import ReplayResult, signatures
-from ..workload import Workload
-from ._snapshot import StepSnapshot, pool_holders, take_snapshot
+from mambalab.lab.bugs import BugConfig
+from mambalab.engine.core import Engine, EngineCrash
+from mambalab.lab.reference import Verdict, judge, reference_output
+from mambalab.lab.sanitizer import recording
+from mambalab.lab.scenarios import ReplayResult, signatures
+from mambalab.lab.workload import Workload
+from mambalab.widgets._snapshot import StepSnapshot, pool_holders, take_snapshot
 
 MAX_STEPS = 200  # as ``scenarios.run_workload``
 

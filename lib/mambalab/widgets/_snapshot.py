@@ -32,21 +32,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..bugs import BugConfig, GuardMode
-from ..constants import NULL_BLOCK_ID
-from ..engine import Engine, EngineCrash
-from ..mamba_metadata import MambaAttentionMetadata
-from ..metadata import CommonAttentionMetadata
-from ..model_runner import StepRecord
-from ..sanitizer import AccessLog
-from ..viz import slot_summary
+from mambalab.lab.bugs import BugConfig, GuardMode
+from mambalab.constants import NULL_BLOCK_ID
+from mambalab.engine.core import Engine, EngineCrash
+from mambalab.attention.mamba_metadata import MambaAttentionMetadata
+from mambalab.attention.metadata import CommonAttentionMetadata
+from mambalab.worker.model_runner import StepRecord
+from mambalab.lab.sanitizer import AccessLog
+from mambalab.viz import slot_summary
 
 
 @dataclass(frozen=True)
 class PoolView:
     """A frozen block pool: which requests held which blocks while the step ran.
 
-    Quacks like :class:`~mambalab.block_pool.BlockPool` for the block-table
+    Quacks like :class:`~mambalab.core.block_pool.BlockPool` for the block-table
     drawing (``num_blocks``, ``owners_of``, ``is_allocated``).
     """
 

@@ -3,7 +3,7 @@
 Each per-bug module (``pad_minus_one``, ``stale_rows``, ...) defines one
 :class:`BugSpec`: the knobs, a workload builder that takes them, the DP rank
 that matters, the drawings and what to watch. At the knobs' defaults the
-builder returns ``mambalab.scenarios.SCENARIOS[bug](seed)`` itself, so the
+builder returns ``mambalab.lab.scenarios.SCENARIOS[bug](seed)`` itself, so the
 panel replays exactly what ``python -m mambalab replay BUG`` replays; other
 values vary the same recipe (tests check both).
 """
@@ -14,11 +14,11 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..cudagraph import default_capture_sizes
-from ..model_runner import RunnerConfig
-from ..scenarios import VOCAB
-from ..workload import Workload
-from ._ui import Knob
+from mambalab.worker.cudagraph_dispatcher import default_capture_sizes
+from mambalab.worker.model_runner import RunnerConfig
+from mambalab.lab.scenarios import VOCAB
+from mambalab.lab.workload import Workload
+from mambalab.widgets._ui import Knob
 
 SEED = Knob("seed", "seed", "seed", 0, 0, 9999, help="varies prompts and lengths (and the model's weights)")
 

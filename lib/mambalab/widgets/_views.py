@@ -22,14 +22,14 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.figure import Figure
 
-from .. import viz
-from ..viz._common import ERROR, INFO, WARNING, Finding, sort_findings, title_from
-from ..viz.access_map import analyse_access_map
-from ..viz.block_table import analyse_block_table
-from ..viz.metadata import analyse_metadata
-from ..viz.state_pool import analyse_state_pool
-from ..viz.timeline import analyse_timeline
-from ._snapshot import RankView, StepSnapshot
+from mambalab import viz
+from mambalab.viz._common import ERROR, INFO, WARNING, Finding, sort_findings, title_from
+from mambalab.viz.access_map import analyse_access_map
+from mambalab.viz.block_table import analyse_block_table
+from mambalab.viz.metadata import analyse_metadata
+from mambalab.viz.state_pool import analyse_state_pool
+from mambalab.viz.timeline import analyse_timeline
+from mambalab.widgets._snapshot import RankView, StepSnapshot
 
 DPI = 100  # 9.5 in → 950 px: notebook width; the image shrinks to fit narrower cells
 

@@ -1,6 +1,6 @@
 """``bug_panel(bug)``: one control panel per catalogue bug.
 
-The panel replays the bug's scenario (``mambalab.scenarios``) with the
+The panel replays the bug's scenario (``mambalab.lab.scenarios``) with the
 pre-fix behaviour or the fix, lets the learner turn the scenario's knobs,
 step the engine and watch the drawings, and says the verdict in words::
 
@@ -17,14 +17,14 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .. import scenarios
-from ..bugs import BUGS, BugConfig
-from ..scenarios import valid_bug_ids
-from . import guard_lt_zero, pad_minus_one, spec_slots, stale_is_prefilling, stale_rows
-from ._panel import Panel, Settings
-from ._session import Session
-from ._spec import SEED, BugSpec
-from ._ui import esc
+from mambalab.lab import scenarios
+from mambalab.lab.bugs import BUGS, BugConfig
+from mambalab.lab.scenarios import valid_bug_ids
+from mambalab.widgets import guard_lt_zero, pad_minus_one, spec_slots, stale_is_prefilling, stale_rows
+from mambalab.widgets._panel import Panel, Settings
+from mambalab.widgets._session import Session
+from mambalab.widgets._spec import SEED, BugSpec
+from mambalab.widgets._ui import esc
 
 SPECS: dict[str, BugSpec] = {m.SPEC.bug: m.SPEC for m in (pad_minus_one, stale_rows, guard_lt_zero, spec_slots,
                                                           stale_is_prefilling)}

@@ -1,6 +1,6 @@
 """``engine_explorer()``: step a random workload with any bugs switched on and watch the state.
 
-The workload comes from :func:`mambalab.workload.random_workload` (requests
+The workload comes from :func:`mambalab.lab.workload.random_workload` (requests
 arriving over steps, aborts, preemptions, shared prefixes); the knobs are
 its own: seed, requests, DP ranks, speculative tokens, cache mode,
 acceptance, plus which catalogue bugs run pre-fix. Every change builds a new
@@ -13,12 +13,12 @@ from typing import Any, Iterable
 
 import ipywidgets as widgets
 
-from ..bugs import BugConfig
-from ..scenarios import valid_bug_ids
-from ..workload import random_workload
-from ._panel import Panel, Settings
-from ._session import Session
-from ._ui import Knob
+from mambalab.lab.bugs import BugConfig
+from mambalab.lab.scenarios import valid_bug_ids
+from mambalab.lab.workload import random_workload
+from mambalab.widgets._panel import Panel, Settings
+from mambalab.widgets._session import Session
+from mambalab.widgets._ui import Knob
 
 KNOBS = (
     Knob("seed", "seed", "seed", 0, 0, 9999),

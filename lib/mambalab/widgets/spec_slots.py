@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import random
 
-from .. import scenarios
-from ..engine import Add, EngineConfig
-from ..model_runner import RunnerConfig
-from ..workload import Workload
-from ._spec import SEED, BugSpec, tokens
-from ._ui import Knob
+from mambalab.lab import scenarios
+from mambalab.engine.core import Add, EngineConfig
+from mambalab.worker.model_runner import RunnerConfig
+from mambalab.lab.workload import Workload
+from mambalab.widgets._spec import SEED, BugSpec, tokens
+from mambalab.widgets._ui import Knob
 
 PARTS = (
     ("all three parts (spec-slots)", "spec-slots"),

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import random
 
-from .. import scenarios
-from ..engine import Abort, Add, EngineConfig, Event
-from ..model_runner import RunnerConfig
-from ..workload import Workload
-from ._spec import SEED, BugSpec, padding_note, tokens
-from ._ui import Knob
+from mambalab.lab import scenarios
+from mambalab.engine.core import Abort, Add, EngineConfig, Event
+from mambalab.worker.model_runner import RunnerConfig
+from mambalab.lab.workload import Workload
+from mambalab.widgets._spec import SEED, BugSpec, padding_note, tokens
+from mambalab.widgets._ui import Knob
 
 KNOBS = (
     SEED,

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import random
 
-from .. import scenarios
-from ..engine import Add, EngineConfig, Event
-from ..model_runner import RunnerConfig
-from ..scenarios import VOCAB
-from ..workload import Workload
-from ._spec import SEED, BugSpec, tokens
-from ._ui import Knob
+from mambalab.lab import scenarios
+from mambalab.engine.core import Add, EngineConfig, Event
+from mambalab.worker.model_runner import RunnerConfig
+from mambalab.lab.scenarios import VOCAB
+from mambalab.lab.workload import Workload
+from mambalab.widgets._spec import SEED, BugSpec, tokens
+from mambalab.widgets._ui import Knob
 
 KNOBS = (
     SEED,

@@ -1,0 +1,1 @@
+"""The scheduler and its output (vllm/v1/core/sched/)."""

@@ -1,0 +1,417 @@
+"""The GPU chapter's numbers and drawings: measured live on a CUDA GPU, else the recorded run.
+
+Notebook ``06_gpu`` calls only this module. :func:`load_or_measure` decides
+where the numbers come from: on a machine with a CUDA GPU it times the
+kernels now with :mod:`mambalab.gpu.bench` (cold-cache CUDA graphs); elsewhere it
+loads the run committed under ``docs/results/`` and says so, naming the GPU,
+the versions and the date. Everything after that works on either: bandwidth
+against batch size (fp32 and bf16 state, with the copy ceiling and
+fla-core's kernel), padded against unpadded batches, the cost of CUDA-graph
+padding with and without null-row skipping, the targets of the kernel issue,
+and compute-sanitizer's report of bug #35431.
+
+Drawings are ``matplotlib.figure.Figure`` objects (no pyplot), so tests need
+no display.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from mambalab.gpu.bench import Row
+from mambalab.device import DEVICE_TYPE
+from mambalab.viz._common import PALETTE
+from mambalab.workbook import Text
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "results"
+RECORDED_BENCH = RESULTS / "bench-h200-gpu-chapter.json"
+RECORDED_MEMCHECK = {"bug": RESULTS / "memcheck-pad-minus-one-bug.txt",
+                     "fixed": RESULTS / "memcheck-pad-minus-one-fixed.txt"}
+RECORDED_REPLAYS = RESULTS / "replays-h200.txt"
+RECORDED_CUDA_TESTS = RESULTS / "cuda-tests-h200.txt"
+
+# The kernel issue's targets (docs/benchmarks.md): % of copy bandwidth at batch >= 64,
+# extra microseconds for padding a batch of 9 to a captured 16, microseconds at batch 1.
+BANDWIDTH_TARGET = {"ssu": 85.0, "gdn": 85.0, "conv": 60.0}
+PAD_EXTRA_TARGET_US = 1.0
+BATCH1_TARGET_US = 5.0
+KERNEL_NAMES = {"ssu": "Mamba2 selective_state_update", "gdn": "gated delta rule (GDN)",
+                "conv": "causal_conv1d_update"}
+QUICK_BATCHES = [1, 2, 4, 8, 9, 16, 32, 57, 64, 128, 256, 257, 512]
+
+
+@dataclass
+class BenchData:
+    """One benchmark run: where it ran, the copy ceiling, and its rows."""
+
+    environment: dict
+    copy_gbps: float
+    rows: list[Row]
+    live: bool = False
+    source: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def find(self, kernel: str, dtype: str, batch: int, captured: int | None = None,
+             null_rows: str = "skip", impl: str = "mambalab") -> Row | None:
+        """The row of one configuration (``captured`` defaults to ``batch``: no padding)."""
+        captured = batch if captured is None else captured
+        for r in self.rows:
+            if (r.kernel, r.dtype, r.batch, r.captured, r.impl) == (kernel, dtype, batch, captured, impl) and \
+                    (r.null_rows == null_rows or r.batch == r.captured):
+                return r
+        return None
+
+    def curve(self, kernel: str, dtype: str, impl: str = "mambalab") -> list[Row]:
+        """Unpadded rows of one kernel, state dtype and implementation, by batch."""
+        rows = [r for r in self.rows if (r.kernel, r.dtype, r.impl) == (kernel, dtype, impl)
+                and r.batch == r.captured]
+        return sorted(rows, key=lambda r: r.batch)
+
+    def kernels(self) -> list[str]:
+        return [k for k in ("ssu", "gdn", "conv") if any(r.kernel == k for r in self.rows)]
+
+    def dtypes(self) -> list[str]:
+        return [d for d in ("fp32", "bf16", "fp16") if any(r.dtype == d for r in self.rows)]
+
+    def padded_shapes(self) -> list[tuple[int, int]]:
+        return sorted({(r.batch, r.captured) for r in self.rows if r.batch != r.captured})
+
+
+def load(path: str | Path) -> BenchData:
+    """A run written by ``python -m mambalab bench --json`` (older files: padded rows were skipped)."""
+    path = Path(path)
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    names = {f.name for f in fields(Row)}
+    rows = [Row(**{k: v for k, v in r.items() if k in names}) for r in raw["rows"]]
+    return BenchData(raw["environment"], float(raw["copy_gbps"]), rows, live=False, source=str(path))
+
+
+def measure(batches: list[int] | None = None, kernels=("ssu", "gdn", "conv"), dtypes=("fp32", "bf16"),
+            budget_gb: float = 24.0) -> BenchData:
+    """Time the kernels on this machine's GPU now (the benchmark's method, both null-row modes)."""
+    from mambalab.gpu import bench
+
+    if DEVICE_TYPE != "cuda":
+        raise RuntimeError("measuring needs a CUDA GPU; on this machine use load() (the recorded run)")
+    import torch
+
+    torch.manual_seed(0)
+    rows, copy = bench.run(list(kernels), list(dtypes), batches or QUICK_BATCHES, bench.PADDED, budget_gb,
+                           True, ("skip", "move"))
+    return BenchData(bench.environment(), copy, rows, live=True, source="measured now")
+
+
+def load_or_measure(recorded: str | Path = RECORDED_BENCH, *, live: bool | None = None) -> BenchData:
+    """Live on a CUDA GPU (``live=None``: when one is here), else the recorded run at ``recorded``."""
+    if live is None:
+        live = DEVICE_TYPE == "cuda"
+    return measure() if live else load(recorded)
+
+
+def provenance(data: BenchData) -> Text:
+    """Where the numbers come from: device, versions, date; recorded or measured now."""
+    env = data.environment
+    what = (f"{env.get('device', '?')}, torch {env.get('torch', '?')}, Triton {env.get('triton', '?')}, "
+            f"CUDA {env.get('cuda', '?')}")
+    if data.live:
+        return Text(f"Measured now on this machine: {what}; device-to-device copy {data.copy_gbps:.0f} GB/s.")
+    date = env.get("date", "date not recorded")
+    return Text(f"Recorded on {what} ({date}); device-to-device copy {data.copy_gbps:.0f} GB/s.\n"
+                f"No CUDA GPU here: these are the recorded numbers ({Path(data.source).name}), not a "
+                f"measurement of this machine. On a GPU this cell measures live.")
+
+
+# ---------------------------------------------------------------------------
+# tables
+
+
+def _pct(r: Row | None) -> str:
+    return "-" if r is None else f"{r.pct_copy:.0f}%"
+
+
+def bandwidth_table(data: BenchData, batches=(1, 8, 64, 256, 512)) -> Text:
+    """% of copy bandwidth per kernel, state dtype and implementation, at a few batch sizes."""
+    head = "kernel  impl      state " + "".join(f"{b:>7}" for b in batches)
+    lines = [head, "-" * len(head)]
+    for k in data.kernels():
+        for impl in ("mambalab", "fla", "vllm"):
+            for d in data.dtypes():
+                if not data.curve(k, d, impl):
+                    continue
+                lines.append(f"{k:<7} {impl:<9} {d:<5} " + "".join(f"{_pct(data.find(k, d, b, impl=impl)):>7}"
+                                                               for b in batches))
+    return Text("\n".join(lines))
+
+
+def padding_rows(data: BenchData) -> list[dict]:
+    """For each padded shape: unpadded time, padded time with and without null-row skipping."""
+    out = []
+    for k in data.kernels():
+        for d in data.dtypes():
+            for a, c in data.padded_shapes():
+                base = data.find(k, d, a)
+                skip = data.find(k, d, a, c, "skip")
+                move = data.find(k, d, a, c, "move")
+                if base is None or skip is None:
+                    continue
+                out.append(dict(kernel=k, dtype=d, active=a, captured=c, unpadded_us=base.us, skip_us=skip.us,
+                                move_us=move.us if move else None, skip_extra_us=skip.us - base.us,
+                                move_extra_us=(move.us - base.us) if move else None))
+    return out
+
+
+def padding_table(data: BenchData) -> Text:
+    """Padded against unpadded batches: µs per call and the extra the null rows cost."""
+    lines = ["kernel state  batch→graph  unpadded µs   padded, rows skipped   padded, rows moving state",
+             "-" * 88]
+    for p in padding_rows(data):
+        move = ("-" if p["move_us"] is None
+                else f"{p['move_us']:8.2f} ({p['move_extra_us']:+.2f}, {100 * p['move_extra_us'] / p['unpadded_us']:+.0f}%)")
+        lines.append(f"{p['kernel']:<6} {p['dtype']:<5} {p['active']:>5}→{p['captured']:<5} "
+                     f"{p['unpadded_us']:11.2f}   {p['skip_us']:8.2f} ({p['skip_extra_us']:+.2f})       {move}")
+    return Text("\n".join(lines))
+
+
+def targets(data: BenchData) -> list[dict]:
+    """Each kernel issue target per kernel and state dtype: the measured value and met / missed."""
+    out = []
+    for k in data.kernels():
+        for d in data.dtypes():
+            big = [r for r in data.curve(k, d) if r.batch >= 64]
+            if not big:
+                continue
+            low, high = min(r.pct_copy for r in big), max(r.pct_copy for r in big)
+            out.append(dict(kernel=k, dtype=d, target=f">= {BANDWIDTH_TARGET[k]:.0f}% of copy at batch >= 64",
+                            value=f"{low:.0f}-{high:.0f}%", met=low >= BANDWIDTH_TARGET[k]))
+            base, pad = data.find(k, d, 9), data.find(k, d, 9, 16, "skip")
+            if base and pad:
+                extra = pad.us - base.us
+                out.append(dict(kernel=k, dtype=d, target=f"9 -> 16 padding < {PAD_EXTRA_TARGET_US:.0f} µs extra",
+                                value=f"{extra:+.2f} µs", met=extra < PAD_EXTRA_TARGET_US))
+            one = data.find(k, d, 1)
+            if one:
+                out.append(dict(kernel=k, dtype=d, target=f"batch 1 <= {BATCH1_TARGET_US:.0f} µs",
+                                value=f"{one.us:.2f} µs", met=one.us <= BATCH1_TARGET_US))
+    return out
+
+
+def targets_table(data: BenchData) -> Text:
+    rows = targets(data)
+    lines = [f"{'kernel':<6} {'state':<5} {'target':<40} {'measured':>12}  verdict", "-" * 76]
+    lines += [f"{t['kernel']:<6} {t['dtype']:<5} {t['target']:<40} {t['value']:>12}  "
+              f"{'met' if t['met'] else 'MISSED'}" for t in rows]
+    met = sum(t["met"] for t in rows)
+    lines.append(f"{met} of {len(rows)} targets met (the gaps and their profiles: docs/benchmarks.md)")
+    return Text("\n".join(lines))
+
+
+# ---------------------------------------------------------------------------
+# drawings
+
+_DTYPE_COLOUR = {"fp32": PALETTE["blue"], "bf16": PALETTE["vermillion"], "fp16": PALETTE["purple"]}
+
+
+def plot_bandwidth(data: BenchData) -> Figure:
+    """Bandwidth against batch size, one panel per kernel: % of a device-to-device copy.
+
+    One legend for the figure, below the panels (every panel draws the same kinds of curve), so that
+    no legend covers a curve.
+    """
+    kernels = data.kernels()
+    fig = Figure(figsize=(9.5, 3.8), layout="constrained")
+    axes = fig.subplots(1, len(kernels), sharey=True, squeeze=False)[0]
+    for ax, k in zip(axes, kernels):
+        ax.axhline(100, color=PALETTE["black"], lw=1)
+        ax.text(1, 101, f"copy ceiling ({data.copy_gbps:.0f} GB/s)", fontsize=7, va="bottom")
+        ax.axhline(BANDWIDTH_TARGET[k], color=PALETTE["grey"], lw=0.8, ls=":")
+        for d in data.dtypes():
+            rows = data.curve(k, d)
+            if rows:
+                ax.plot([r.batch for r in rows], [r.pct_copy for r in rows], marker="o", ms=3,
+                        color=_DTYPE_COLOUR[d], label=f"mambalab {d} state")
+            padded = [data.find(k, d, a, c, "skip") for a, c in data.padded_shapes()]
+            padded = [r for r in padded if r is not None]
+            if padded:  # useful bytes over the padded launch's time, at the active batch
+                ax.scatter([r.batch for r in padded], [r.pct_copy for r in padded], s=30, facecolors="none",
+                           edgecolors=_DTYPE_COLOUR[d], zorder=3, label=f"{d}, padded to the graph size")
+            for impl, style in (("fla", "--"), ("vllm", "-.")):
+                other = data.curve(k, d, impl)
+                if other:
+                    ax.plot([r.batch for r in other], [r.pct_copy for r in other], ls=style, marker="s", ms=3,
+                            color=_DTYPE_COLOUR[d], alpha=0.7, label=f"{'fla-core' if impl == 'fla' else 'vLLM'} {d}")
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(0, 110)
+        ax.set_xlabel("batch (requests)")
+        ax.set_title(KERNEL_NAMES[k], fontsize=9)
+        ax.grid(alpha=0.3)
+    entries: dict[str, object] = {}  # label -> handle, first panel's first; the fp32 curves, then the bf16 ones
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    order = sorted(entries, key=lambda label: next((i for i, d in enumerate(data.dtypes()) if d in label), 99))
+    fig.legend([entries[label] for label in order], order, loc="outside lower center", fontsize=7,
+               ncols=min(len(order), 5), frameon=False)
+    axes[0].set_ylabel("% of copy bandwidth")
+    best = max((r for r in data.rows if r.impl == "mambalab"), key=lambda r: r.pct_copy)
+    fig.suptitle(f"decode kernels reach up to {best.pct_copy:.0f}% of copy bandwidth "
+                 f"({best.kernel} {best.dtype}, batch {best.batch}); dotted: the target", fontsize=10)
+    return fig
+
+
+def plot_padding(data: BenchData, active: int = 9, captured: int = 16) -> Figure:
+    """Extra µs of padding ``active`` requests to a captured ``captured``: null rows skipped or not."""
+    rows = [p for p in padding_rows(data) if (p["active"], p["captured"]) == (active, captured)]
+    fig = Figure(figsize=(9.5, 3.0), layout="constrained")
+    ax = fig.subplots()
+    labels = [f"{p['kernel']} {p['dtype']}" for p in rows]
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [p["skip_extra_us"] for p in rows], width=0.4, color=PALETTE["green"],
+           label="null rows skipped (fixed guard)")
+    ax.bar([x + 0.2 for x in xs], [p["move_extra_us"] or 0.0 for p in rows], width=0.4,
+           color=PALETTE["orange"], label="null rows move state (no skip)")
+    ax.axhline(PAD_EXTRA_TARGET_US, color=PALETTE["grey"], ls=":", lw=0.8)
+    ax.set_xticks(list(xs), labels, fontsize=8)
+    ax.set_ylabel(f"extra µs over batch {active} unpadded")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    worst_skip = max((p["skip_extra_us"] for p in rows), default=0.0)
+    moves = [p["move_extra_us"] for p in rows if p["move_extra_us"] is not None]
+    title = f"padding {active} -> {captured}: at most {worst_skip:+.2f} µs with null rows skipped"
+    if moves:
+        title += f", up to {max(moves):+.2f} µs if they moved state"
+    ax.set_title(title, fontsize=10, loc="left")
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# the replays with real CUDA graphs
+
+
+def replay_verdicts(*, live: bool | None = None, width: int = 118, bugs: list[str] | None = None) -> Text:
+    """Every scenario's verdict with real CUDA graphs, pre-fix and fixed (one line each).
+
+    Live: each replay in its own process (``python -m mambalab replay BUG --device
+    cuda``; a real illegal address would ruin the notebook's CUDA context).
+    Otherwise the recorded run, plus the recorded result of the CUDA test that
+    compares every one of them with the CPU's verdict.
+    """
+    if live is None:
+        live = DEVICE_TYPE == "cuda"
+    if live:
+        from mambalab.lab.scenarios import valid_bug_ids
+
+        lines = []
+        for bug in bugs or valid_bug_ids():
+            for fixed in (False, True):
+                args = [sys.executable, "-m", "mambalab", "replay", bug, "--device", "cuda"]
+                r = subprocess.run(args + (["--fixed"] if fixed else []), capture_output=True, text=True,
+                                   timeout=900, env=_env())
+                lines.append((r.stdout.strip().splitlines() or [f"{bug}: no output (exit {r.returncode})"])[0])
+        head = "Measured now, with real CUDA graphs:"
+        tail = ("Compare with the CPU: MAMBALAB_DEVICE=cuda python -m pytest tests/test_cuda_verdicts.py")
+    else:
+        text = RECORDED_REPLAYS.read_text(encoding="utf-8")
+        lines = [ln for ln in text.splitlines() if ln and not ln.startswith(" ")]
+        head = f"Recorded on the GPU machine ({RECORDED_REPLAYS.name}), real CUDA graphs:"
+        tail = "tests/test_cuda_verdicts.py on that machine (every verdict against the CPU's): " + \
+            _outcomes(RECORDED_CUDA_TESTS, "tests/test_cuda_verdicts.py")
+    short = [ln if len(ln) <= width else ln[: width - 1] + "…" for ln in lines]
+    return Text("\n".join([head, *short, tail]))
+
+
+# ---------------------------------------------------------------------------
+# compute-sanitizer
+
+
+def memcheck_report(*, live: bool | None = None, lines: int = 12) -> Text:
+    """compute-sanitizer's memcheck on bug #35431: the unguarded consumer, then the fixed path.
+
+    Live (``scripts/pad_minus_one_gpu.py`` under ``compute-sanitizer``) when a
+    CUDA GPU and the tool are here, else the recorded reports.
+    """
+    if live is None:
+        live = DEVICE_TYPE == "cuda" and shutil.which("compute-sanitizer") is not None
+    texts = {}
+    for mode in ("bug", "fixed"):
+        if live:
+            script = ROOT / "scripts" / "pad_minus_one_gpu.py"
+            r = subprocess.run(["compute-sanitizer", "--tool", "memcheck", sys.executable, str(script),
+                                f"--{mode}"], capture_output=True, text=True, timeout=600,
+                               env=_env(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
+            texts[mode] = r.stdout + r.stderr
+        else:
+            texts[mode] = RECORDED_MEMCHECK[mode].read_text(encoding="utf-8")
+    head = "Measured now with compute-sanitizer." if live else \
+        "Recorded on the GPU machine (docs/gpu-sanitizer.md has the commands); not run on this machine."
+    out = [head, "(device addresses shown as 0x…: they change from run to run)"]
+    for mode, title in (("bug", "--bug: padded with -1, consumer with no guard"),
+                        ("fixed", "--fixed: padded with the null block 0, fixed guard")):
+        body = [re.sub(r"0x[0-9a-fA-F]{6,}", "0x…", ln) for ln in texts[mode].splitlines()
+                if ln.strip() and "Host Frame" not in ln and "Saved host backtrace" not in ln]
+        summary = [ln for ln in body if "ERROR SUMMARY" in ln or ln.startswith("exit code")]
+        excerpt = [ln for ln in body[:lines] if ln not in summary]
+        if len(body) > len(excerpt) + len(summary):
+            excerpt.append("...")
+        excerpt += summary
+        out += ["", title] + ["    " + ln for ln in excerpt]
+    return Text("\n".join(out))
+
+
+def _outcomes(path: Path, test_file: str) -> str:
+    """``N passed, M xfailed, ...`` for one test file of a recorded ``pytest -rA`` summary."""
+    if not path.exists():
+        return "not recorded"
+    counts: dict[str, int] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("PASSED", "FAILED", "XFAIL", "XPASS", "ERROR") and rest.startswith(test_file + "::"):
+            counts[word] = counts.get(word, 0) + 1
+    names = {"PASSED": "passed", "FAILED": "failed", "XFAIL": "xfailed", "XPASS": "xpassed", "ERROR": "errors"}
+    return ", ".join(f"{n} {names[w]}" for w, n in counts.items()) or "not recorded"
+
+
+def _env(**extra: str) -> dict:
+    import os
+
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "lib"), env.get("PYTHONPATH", "")])
+    return env
+
+
+# ---------------------------------------------------------------------------
+# the chapter's exercises (their cases; the registry is mambalab.workbook.EXERCISES)
+
+
+def ssu_bytes(nheads: int, headdim: int, dstate: int, element_size: int, batch: int) -> int:
+    """Bytes of state one SSU decode call moves: each live request's state read once and written once."""
+    return batch * 2 * nheads * headdim * dstate * element_size
+
+
+def null_programs(dim: int, block_m: int, nheads: int, active: int, captured: int) -> int:
+    """Programs of a padded SSU launch (grid ``(cdiv(dim, block_m), captured, nheads)``) that only write zeros."""
+    return -(-dim // block_m) * nheads * (captured - active)
+
+
+def exercise_cases(exercise_id: str) -> list[tuple[tuple, object]]:
+    """``[(args, expected)]`` for exercises 06.1 and 06.2, the expected values from this module."""
+    if exercise_id == "06.1":
+        args = [(128, 64, 128, 4, 1), (128, 64, 128, 2, 256), (32, 128, 128, 4, 9), (4, 16, 16, 4, 3)]
+        return [(a, ssu_bytes(*a)) for a in args]
+    if exercise_id == "06.2":
+        args = [(64, 8, 128, 9, 16), (64, 8, 128, 57, 64), (17, 4, 3, 2, 4), (64, 8, 128, 16, 16)]
+        return [(a, null_programs(*a)) for a in args]
+    raise KeyError(exercise_id)
+
+
+__all__ = ["BenchData", "load", "measure", "load_or_measure", "provenance", "bandwidth_table", "padding_rows",
+           "padding_table", "targets", "targets_table", "replay_verdicts", "plot_bandwidth", "plot_padding", "memcheck_report",
+           "ssu_bytes", "null_programs", "exercise_cases", "RECORDED_BENCH", "RECORDED_MEMCHECK"]

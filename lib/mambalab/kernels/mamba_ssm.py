@@ -1,0 +1,481 @@
+"""Mamba2's decode step as a Triton kernel: ``selective_state_update``.
+
+Mirrors vLLM's ``vllm/model_executor/layers/mamba/ops/mamba_ssm.py`` (same
+arguments, same maths, same way of finding a request's state in the pool), so
+a learner can swap one for the other. The maths, the index rules and the
+guard are described in :mod:`mambalab.kernels.mamba_ssm_ref`,
+the pure-torch reference this kernel is tested against.
+
+What the guard does here (one ``tl.constexpr``, from the bug configuration):
+
+================  ==========================  ===============================
+mode              source index skipped when   a skipped request ...
+================  ==========================  ===============================
+NULL (fixed)      ``<= null_block_id``        reads nothing, stores nothing,
+                                              output rows are **zeros**
+NEGATIVE (#39064  ``< 0``                     same; but index 0 is a normal
+pre-fix)                                      slot: padded rows load and store
+                                              the null block
+NONE (#35431      never                       -- a ``-1`` reaches address
+world)                                        arithmetic: on the interpreter
+                                              the sanitizer raises
+                                              ``IllegalMemoryAccess``, on a
+                                              GPU it is an illegal address
+================  ==========================  ===============================
+
+A store column (``dst_state_batch_indices[r, t]``) the guard rejects skips
+that one store; the output of the token is still computed and written.
+
+A plain decode step (one token per request, the state stored back where it
+was read: ``ONE_TOKEN``, ``DST_IS_SRC``) runs straight through, without the
+token loop that speculative and varlen calls need.
+
+Launch configuration (no autotune: autotuning would re-run the kernel on live
+state and apply the update several times) is chosen by a rule, see
+:func:`choose_launch_config`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass
+from typing import Iterator
+
+import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defined)
+
+import torch
+import triton
+import triton.language as tl
+
+from mambalab.lab import sanitizer
+from mambalab.lab.bugs import BugConfig
+from mambalab.constants import NULL_BLOCK_ID
+from mambalab.device import INTERPRET
+from mambalab.kernels.common import clamp_for, guard_for, is_live_slot
+from mambalab.kernels.mamba_ssm_ref import prepare_ssu_inputs
+
+KERNEL_NAME = "selective_state_update"
+
+
+@triton.jit
+def _softplus(x):
+    """``log(1 + exp(x))``, linear above 20 (torch's and upstream's threshold).
+
+    The exp sees at most 20, so the branch ``tl.where`` discards cannot overflow.
+    """
+    return tl.where(x <= 20.0, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))), x)
+
+
+@triton.jit
+def _ssu_kernel(
+    # pointers
+    state_ptr, x_ptr, dt_ptr, dt_bias_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, out_ptr,
+    src_idx_ptr, dst_idx_ptr, num_accepted_ptr, cu_seqlens_ptr,
+    # scalars
+    null_block_id, src_cols, dst_cols, tokens_per_request,
+    dim, dstate, heads_per_group,
+    # strides
+    s_state_slot, s_state_head, s_state_dim, s_state_n,
+    s_x_tok, s_x_head, s_x_dim,
+    s_dt_tok, s_dt_head, s_dt_dim,
+    s_dtb_head, s_dtb_dim,
+    s_A_head, s_A_dim, s_A_n,
+    s_B_tok, s_B_group, s_B_n,
+    s_C_tok, s_C_group, s_C_n,
+    s_D_head, s_D_dim,
+    s_z_tok, s_z_head, s_z_dim,
+    s_out_tok, s_out_head, s_out_dim,
+    s_src_row, s_src_col, s_dst_row, s_dst_col,
+    # compile-time switches
+    DT_SOFTPLUS: tl.constexpr,
+    TIE_HDIM: tl.constexpr,  # A, dt, dt_bias constant along dim/dstate: one scalar per head
+    HAS_DT_BIAS: tl.constexpr,
+    HAS_D: tl.constexpr,
+    HAS_Z: tl.constexpr,
+    HAS_INDICES: tl.constexpr,
+    HAS_NUM_ACCEPTED: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+    ONE_TOKEN: tl.constexpr,  # one token per request, initial state from column 0: no token loop
+    DST_IS_SRC: tl.constexpr,  # the store indices are the load indices (no second index load)
+    GUARD: tl.constexpr,  # mambalab.lab.bugs.GuardMode
+    CLAMP_ACCEPTED: tl.constexpr,  # bound num_accepted - 1 to the columns (fixed #48475)
+    BLOCK_M: tl.constexpr,  # rows of the head dim per program
+    BLOCK_N: tl.constexpr,  # next_power_of_2(dstate): the whole state row
+):
+    # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
+    # request (axis 1) and one head (axis 2). It keeps its state tile in
+    # registers, in float32, for all the request's tokens.
+    pid_m = tl.program_id(0)
+    pid_r = tl.program_id(1)
+    pid_h = tl.program_id(2)
+
+    # -- which tokens belong to this request --------------------------------
+    if IS_VARLEN:
+        bos = tl.load(cu_seqlens_ptr + pid_r).to(tl.int64)
+        seq_len = tl.load(cu_seqlens_ptr + pid_r + 1).to(tl.int64) - bos
+        if seq_len == 0:  # a request with no tokens this step: nothing to read or write
+            return
+    else:
+        bos = pid_r.to(tl.int64) * tokens_per_request
+        seq_len = tokens_per_request
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    mask_m = offs_m < dim
+    mask_mn = mask_m[:, None] & (offs_n < dstate)[None, :]
+    out_ptrs = out_ptr + bos * s_out_tok + pid_h * s_out_head + offs_m * s_out_dim
+
+    # -- where the initial state comes from (and the guard) -------------------
+    if HAS_INDICES:
+        if HAS_NUM_ACCEPTED:
+            num_accepted = tl.load(num_accepted_ptr + pid_r).to(tl.int64)
+            if CLAMP_ACCEPTED:  # #48475: a count of 0 must not read column -1
+                src_col = tl.minimum(tl.maximum(num_accepted - 1, 0), src_cols - 1)
+            else:
+                src_col = num_accepted - 1
+            src_slot = tl.load(src_idx_ptr + pid_r * s_src_row + src_col * s_src_col).to(tl.int64)
+        else:
+            src_slot = tl.load(src_idx_ptr + pid_r * s_src_row).to(tl.int64)
+        if not is_live_slot(src_slot, null_block_id, GUARD):
+            # A padded row: zero its outputs and leave, before touching state.
+            # This is what makes padding cheap (a few bytes per program).
+            zeros = tl.zeros([BLOCK_M], dtype=tl.float32).to(out_ptr.dtype.element_ty)
+            t = tl.zeros([], dtype=tl.int32)
+            while t < seq_len:
+                tl.store(out_ptrs + t * s_out_tok, zeros, mask=mask_m)
+                t += 1
+            return
+    else:
+        src_slot = pid_r.to(tl.int64)
+
+    tile = offs_m[:, None] * s_state_dim + offs_n[None, :] * s_state_n
+    head_state_ptr = state_ptr + pid_h * s_state_head
+    state = tl.load(head_state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=0.0)
+    state = state.to(tl.float32)
+
+    # -- per-head parameters (constant over the tokens) ------------------------
+    group = pid_h // heads_per_group
+    B_ptrs = B_ptr + bos * s_B_tok + group * s_B_group + offs_n * s_B_n
+    C_ptrs = C_ptr + bos * s_C_tok + group * s_C_group + offs_n * s_C_n
+    x_ptrs = x_ptr + bos * s_x_tok + pid_h * s_x_head + offs_m * s_x_dim
+    mask_n = offs_n < dstate
+    if TIE_HDIM:
+        A = tl.load(A_ptr + pid_h * s_A_head).to(tl.float32)
+        dt_ptrs = dt_ptr + bos * s_dt_tok + pid_h * s_dt_head
+        if HAS_DT_BIAS:
+            dt_bias = tl.load(dt_bias_ptr + pid_h * s_dtb_head).to(tl.float32)
+        else:
+            dt_bias = 0.0  # unused (HAS_DT_BIAS is off): only so every name is bound
+    else:
+        A_ptrs = A_ptr + pid_h * s_A_head + offs_m[:, None] * s_A_dim + offs_n[None, :] * s_A_n
+        A = tl.load(A_ptrs, mask=mask_mn, other=0.0).to(tl.float32)
+        dt_ptrs = dt_ptr + bos * s_dt_tok + pid_h * s_dt_head + offs_m * s_dt_dim
+        if HAS_DT_BIAS:
+            dt_bias_ptrs = dt_bias_ptr + pid_h * s_dtb_head + offs_m * s_dtb_dim
+            dt_bias = tl.load(dt_bias_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+        else:
+            dt_bias = 0.0
+    if HAS_D:
+        D = tl.load(D_ptr + pid_h * s_D_head + offs_m * s_D_dim, mask=mask_m, other=0.0)
+        D = D.to(tl.float32)
+    else:
+        D = 0.0
+    if HAS_Z:
+        z_ptrs = z_ptr + bos * s_z_tok + pid_h * s_z_head + offs_m * s_z_dim
+    else:
+        z_ptrs = x_ptrs  # never dereferenced (HAS_Z is off)
+
+    # -- the recurrence ------------------------------------------------------------
+    if ONE_TOKEN:
+        # The decode step proper (one token, its state back to its own slot): no
+        # loop, so the compiler keeps one register layout from load to store.
+        state, out = _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D,
+                                mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+        if DST_IS_SRC:
+            dst_slot = src_slot  # the same index tensor: the guard already passed it
+            dst_live = True
+        elif HAS_INDICES:
+            dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row).to(tl.int64)
+            dst_live = is_live_slot(dst_slot, null_block_id, GUARD)
+        else:
+            dst_slot = src_slot
+            dst_live = True
+        if dst_live:
+            tl.store(head_state_ptr + dst_slot * s_state_slot + tile,
+                     state.to(state_ptr.dtype.element_ty), mask=mask_mn)
+        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=mask_m)
+    else:
+        # Several tokens (speculative decoding, varlen): the state stays in
+        # float32 registers from token to token.
+        # (``while``, not ``for t in range(seq_len)``: Triton 3.6's interpreter
+        # cannot take a runtime loop bound under NumPy 2.)
+        t = tl.zeros([], dtype=tl.int32)
+        while t < seq_len:
+            state, out = _ssu_token(state, x_ptrs + t * s_x_tok, B_ptrs + t * s_B_tok, C_ptrs + t * s_C_tok,
+                                    dt_ptrs + t * s_dt_tok, z_ptrs + t * s_z_tok, A, dt_bias, D,
+                                    mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+            # Store the state after token t: in place (no indices), or to column t.
+            if HAS_INDICES:
+                if t < dst_cols:
+                    dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row + t * s_dst_col).to(tl.int64)
+                    if is_live_slot(dst_slot, null_block_id, GUARD):
+                        tl.store(head_state_ptr + dst_slot * s_state_slot + tile,
+                                 state.to(state_ptr.dtype.element_ty), mask=mask_mn)
+            else:
+                tl.store(head_state_ptr + src_slot * s_state_slot + tile,
+                         state.to(state_ptr.dtype.element_ty), mask=mask_mn)
+            tl.store(out_ptrs + t * s_out_tok, out.to(out_ptr.dtype.element_ty), mask=mask_m)
+            t += 1
+
+
+@triton.jit
+def _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, mask_m, mask_n,
+               TIE_HDIM: tl.constexpr, HAS_DT_BIAS: tl.constexpr, DT_SOFTPLUS: tl.constexpr,
+               HAS_D: tl.constexpr, HAS_Z: tl.constexpr):
+    """One token of the recurrence on a register tile: returns (new state, output rows), fp32."""
+    x = tl.load(x_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+    B = tl.load(B_ptrs, mask=mask_n, other=0.0).to(tl.float32)
+    C = tl.load(C_ptrs, mask=mask_n, other=0.0).to(tl.float32)
+    if TIE_HDIM:
+        dt = tl.load(dt_ptrs).to(tl.float32)  # one scalar per head
+        if HAS_DT_BIAS:
+            dt += dt_bias
+        if DT_SOFTPLUS:
+            dt = _softplus(dt)
+        dA = tl.exp(A * dt)  # a scalar, not a tile
+        dBx = (B * dt)[None, :] * x[:, None]
+    else:
+        dt = tl.load(dt_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+        if HAS_DT_BIAS:
+            dt += dt_bias
+        if DT_SOFTPLUS:
+            dt = _softplus(dt)
+        dA = tl.exp(A * dt[:, None])
+        dBx = (B[None, :] * dt[:, None]) * x[:, None]
+    state = state * dA + dBx
+    out = tl.sum(state * C[None, :], axis=1)
+    if HAS_D:
+        out += D * x
+    if HAS_Z:
+        z = tl.load(z_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+        out *= z * tl.sigmoid(z)
+    return state, out
+
+
+# -- launch configuration ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Tile height (rows of the head dim per program) and warps per program."""
+
+    block_m: int
+    num_warps: int
+
+    def __post_init__(self) -> None:
+        if self.block_m < 1 or self.block_m & (self.block_m - 1):
+            raise ValueError(f"block_m must be a power of two, got {self.block_m}")
+        if self.num_warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {self.num_warps}")
+
+
+# Rows of the head dim per program, by state element size, and one warp per
+# program: measured best on an H200 (scripts/tune_launch.py; docs/benchmarks.md).
+# Small tiles on one warp put many programs on each SM, so many independent
+# load-compute-store chains overlap; that beats fewer, wider programs here.
+# (bf16 was 4 rows while a per-element dt made it instruction-bound; with
+# vLLM's per-head dt 8 rows win: 89% of copy against 78% at batch 256.)
+BLOCK_M_BY_ELEMENT_SIZE = {4: 8, 2: 8}
+NUM_WARPS = 1
+# Programs per SM below which a launch is too small to keep enough loads in
+# flight: then the tile is shrunk (small batches).
+MIN_PROGRAMS_PER_SM = 8
+MIN_BLOCK_M = 4
+
+_override: LaunchConfig | None = None
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def choose_launch_config(
+    nheads: int, dim: int, dstate: int, num_requests: int, state_dtype: torch.dtype,
+    device: torch.device | None = None,
+) -> LaunchConfig:
+    """The launch rule (no autotune: it would re-run the kernel on live state).
+
+    * The tile covers the whole (padded) ``dstate`` row, so a warp reads
+      contiguous, 16-byte-vectorised state rows (``stride(-1) == 1``).
+    * ``BLOCK_M`` = 8 rows, one warp: the fastest of a sweep over 4..64 rows
+      x 1..16 warps at the kernels.md shapes on an H200 (with vLLM's per-head
+      ``dt``: 91% of copy bandwidth fp32, 89% bf16 at batch 512).
+    * While the grid has fewer than ``MIN_PROGRAMS_PER_SM`` programs per SM
+      (small batches), halve ``BLOCK_M`` (down to 4) for parallelism.
+
+    On the interpreter (no GPU) the whole head is one tile: fewer programs,
+    faster Python. :func:`launch_config_override` pins a configuration
+    (benchmarks, tests of the multi-tile path).
+    """
+    if _override is not None:
+        return _override
+    block_n = triton.next_power_of_2(dstate)
+    elem = torch.empty((), dtype=state_dtype).element_size()
+    dim_p2 = triton.next_power_of_2(dim)
+    if INTERPRET or device is None or device.type != "cuda":
+        return LaunchConfig(block_m=dim_p2, num_warps=4)
+    block_m = min(BLOCK_M_BY_ELEMENT_SIZE.get(elem, 4), dim_p2)
+    min_programs = MIN_PROGRAMS_PER_SM * _sm_count(device.index if device.index is not None
+                                                   else torch.cuda.current_device())
+    while block_m > MIN_BLOCK_M and triton.cdiv(dim, block_m) * num_requests * nheads < min_programs:
+        block_m //= 2
+    num_warps = NUM_WARPS
+    return LaunchConfig(block_m=block_m, num_warps=num_warps)
+
+
+@contextlib.contextmanager
+def launch_config_override(config: LaunchConfig) -> Iterator[LaunchConfig]:
+    """Use ``config`` for every launch inside the block (benchmark sweeps, tests)."""
+    global _override
+    if not isinstance(config, LaunchConfig):
+        raise TypeError(f"launch_config_override takes a LaunchConfig, got {type(config).__name__}")
+    previous, _override = _override, config
+    try:
+        yield config
+    finally:
+        _override = previous
+
+
+def _is_tied(A: torch.Tensor, dt: torch.Tensor, dt_bias: torch.Tensor | None) -> bool:
+    """vLLM's decode path: A, dt, dt_bias broadcast along dim/dstate (stride 0)."""
+    return (
+        A.stride(1) == 0 and A.stride(2) == 0 and dt.stride(2) == 0
+        and (dt_bias is None or dt_bias.stride(1) == 0)
+    )
+
+
+def selective_state_update(
+    state,
+    x,
+    dt,
+    A,
+    B,
+    C,
+    D=None,
+    dt_bias=None,
+    z=None,
+    dt_softplus=False,
+    state_batch_indices=None,
+    dst_state_batch_indices=None,
+    null_block_id=NULL_BLOCK_ID,
+    out=None,
+    num_accepted_tokens=None,
+    cu_seqlens=None,
+    *,
+    bugs: BugConfig | None = None,
+) -> torch.Tensor:
+    """One Mamba2 decode step (or a few speculative tokens) for a batch of requests.
+
+    Updates ``state`` in place and returns ``out`` (allocated if None).
+
+    Args:
+        state: ``(slots, nheads, dim, dstate)`` float32/bf16/fp16 state pool
+            (any strides: a page-padded view of a bigger buffer is fine).
+        x, dt, z, out: ``(tokens, nheads, dim)``; x, z, out (and B, C) share a dtype.
+        A: ``(nheads, dim, dstate)``; D, dt_bias: ``(nheads, dim)``. When A, dt
+            and dt_bias are broadcast along dim/dstate (stride 0, as vLLM's
+            decode path passes them) one scalar per head is loaded.
+        B, C: ``(tokens, ngroups, dstate)``; head h uses group
+            ``h // (nheads // ngroups)``.
+        dt_softplus: apply ``softplus`` (threshold 20) to ``dt + dt_bias``.
+        state_batch_indices: None (row r uses slot r), ``(N,)`` or ``(N, C)``
+            (speculative decoding: read column ``num_accepted_tokens - 1``).
+        dst_state_batch_indices: where the new state goes (default: the
+            same indices); with 2-D indices token t's state goes to column t.
+        null_block_id: the padding index (vLLM's ``NULL_BLOCK_ID``, 0).
+        num_accepted_tokens: ``(N,)``: picks the initial-state column.
+        cu_seqlens: ``(N + 1,)``: request r owns tokens
+            ``cu_seqlens[r]:cu_seqlens[r+1]`` (needs 2-D indices).
+        bugs: a :class:`~mambalab.lab.bugs.BugConfig` (default: the active one);
+            only its ``kernel_guard`` matters here (see the module docstring:
+            a skipped request's output rows are zeros).
+
+    Also accepted: vLLM's head-less forms (``state (slots, dim, dstate)``,
+    ``x (batch, dim)``, ...) and a batched speculative form (``x (N, T,
+    nheads, dim)``, ``B (N, T, ngroups, dstate)``, 2-D indices).
+    Argument errors are ``TypeError``/``ValueError`` naming the argument;
+    index *values* are never checked on the host (that would synchronise with
+    the device): a bad one is the guard's business, and the sanitizer's on
+    the interpreter.
+    """
+    p = prepare_ssu_inputs(state, x, dt, A, B, C, D, dt_bias, z, dt_softplus,
+                           state_batch_indices, dst_state_batch_indices, null_block_id, out,
+                           num_accepted_tokens, cu_seqlens)
+    guard = guard_for(bugs)
+    if p.num_requests == 0 or p.x.shape[0] == 0:
+        return p.finish()
+
+    cfg = choose_launch_config(p.nheads, p.dim, p.dstate, p.num_requests, p.state.dtype,
+                               p.state.device)
+    tied = _is_tied(p.A, p.dt, p.dt_bias)
+    has_idx = p.src is not None
+    zero2 = (0, 0)
+    dtb_s = p.dt_bias.stride() if p.dt_bias is not None else zero2
+    D_s = p.D.stride() if p.D is not None else zero2
+    z_s = p.z.stride() if p.z is not None else (0, 0, 0)
+    src_s = p.src.stride() if has_idx else zero2
+    dst_s = p.dst.stride() if has_idx else zero2
+    grid = (triton.cdiv(p.dim, cfg.block_m), p.num_requests, p.nheads)
+    one_token = (p.cu_seqlens is None and p.num_accepted_tokens is None and p.tokens_per_request == 1)
+
+    sanitizer.launch(
+        _ssu_kernel, grid,
+        p.state, p.x, p.dt, p.dt_bias, p.A, p.B, p.C, p.D, p.z, p.out,
+        p.src, p.dst, p.num_accepted_tokens, p.cu_seqlens,
+        int(null_block_id),
+        p.src.shape[1] if has_idx else 1,
+        p.dst.shape[1] if has_idx else 1,
+        max(p.tokens_per_request, 1),
+        p.dim, p.dstate, p.nheads // p.ngroups,
+        *p.state.stride(),
+        *p.x.stride(),
+        *p.dt.stride(),
+        *dtb_s,
+        *p.A.stride(),
+        *p.B.stride(),
+        *p.C.stride(),
+        *D_s,
+        *z_s,
+        *p.out.stride(),
+        *src_s,
+        *dst_s,
+        name=KERNEL_NAME,
+        row_axis=1,
+        DT_SOFTPLUS=bool(dt_softplus),
+        TIE_HDIM=tied,
+        HAS_DT_BIAS=p.dt_bias is not None,
+        HAS_D=p.D is not None,
+        HAS_Z=p.z is not None,
+        HAS_INDICES=has_idx,
+        HAS_NUM_ACCEPTED=p.num_accepted_tokens is not None,
+        IS_VARLEN=p.cu_seqlens is not None,
+        ONE_TOKEN=one_token,
+        DST_IS_SRC=has_idx and p.dst is p.src,
+        GUARD=guard,
+        CLAMP_ACCEPTED=clamp_for(bugs),
+        BLOCK_M=cfg.block_m,
+        BLOCK_N=triton.next_power_of_2(p.dstate),
+        num_warps=cfg.num_warps,
+    )
+    return p.finish()
+
+
+__all__ = [
+    "selective_state_update",
+    "LaunchConfig",
+    "choose_launch_config",
+    "launch_config_override",
+    "KERNEL_NAME",
+]

@@ -1,0 +1,1 @@
+"""The workbook's own laboratory: the bug catalogue, per-request reference and verdicts, workloads, scenarios, the bug hunter, planted bugs and the interpreter's memory sanitizer (no vLLM counterpart)."""

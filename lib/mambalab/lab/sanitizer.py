@@ -1,0 +1,843 @@
+"""Bounds-checked kernel launches: compute-sanitizer memcheck for Triton's CPU interpreter.
+
+Every kernel of mambalab is launched through :func:`launch`. On CUDA it is
+``kernel[grid](*args, **kwargs)`` and nothing else; a wild state index there is
+a CUDA "illegal memory access", and ``compute-sanitizer --tool memcheck`` names
+the kernel, the block and the address. Under ``TRITON_INTERPRET=1`` the same
+index reads or writes real host memory: it corrupts the process or kills the
+Jupyter kernel. While the interpreter runs, :func:`launch` therefore plays
+memcheck's role:
+
+* **Provenance by pointer tagging.** Each tensor argument's base pointer gets a
+  tag in its high bits (``tag << 52``) as the interpreter converts the
+  arguments. Pointer arithmetic, ``tl.where``, broadcasts and reshapes carry the
+  tag along, so every address a load or store sees still says which argument
+  it was derived from. ``state_ptr + (-1) * stride0`` is therefore checked
+  against ``state`` even when it lands inside another argument allocated just
+  before it.
+* **Checks at the interpreter's only native memory calls.** The builder
+  methods ``create_masked_load``, ``create_masked_store``, ``create_atomic_cas``
+  and ``create_atomic_rmw`` are the only places that hand addresses to native
+  code (unmasked, block-pointer, descriptor and atomic loads and stores all
+  funnel into them). Their hooks check each active lane (masked-off lanes are
+  not accesses), point illegal and masked lanes at a private scratch word and
+  mask them, untag the legal ones and call the original. Nothing outside a
+  tensor is ever touched, and an illegal load yields ``other`` (zero).
+* **Legal bytes of a tensor argument: its view footprint,** from its lowest to
+  its highest reachable element (inclusive of that element's bytes), computed
+  from ``data_ptr``, shape and strides. A view with a storage offset into a
+  bigger buffer (guard slots, a page-padded pool) is guarded at its own edges,
+  not at the buffer's. Gaps inside the footprint (row padding of a padded
+  pool) count as legal: the guard is the view's outline, as memcheck's is the
+  allocation's.
+* **Report after the launch.** All programs run to completion and every
+  violation is collected (the first 256 in detail), then
+  :class:`IllegalMemoryAccess` is raised: kernel, program id and row, load or
+  store, argument name, element index, slot and the tensor's size.
+* **Recording.** ``with recording() as log:`` collects, per load or store of
+  each program, the slots of each argument touched (legal and illegal), for
+  drawing which program touched which slot.
+* **Switch.** On by default under the interpreter; ``enabled(False)`` or
+  ``MAMBALAB_SANITIZER=0`` launches unguarded, with no hook installed.
+* **Version guard.** The hooks depend on interpreter internals that change
+  between Triton releases (tested: 3.6 and 3.9). Before installing them the
+  interpreter module is inspected; if it does not have the expected shape,
+  :class:`SanitizerUnsupported` is raised rather than running unguarded.
+
+Hooks are installed only while a sanitized launch runs and are removed when
+it returns or raises. The interpreter itself is single-threaded (one global
+builder), so sanitized launches are serialised by a lock.
+
+Known limits: a pointer converted to an integer inside a kernel shows its tag;
+two arguments passing the same view are reported under the first name (with
+the others listed as aliases); ``slot`` assumes dim 0 indexes slots (for a
+tensor whose dim 0 is not its outermost stride, the dim-0 coordinate is
+recovered by unravelling the element offset over strides in decreasing order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import inspect
+import os
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from mambalab.device import INTERPRET
+
+_ENV = "MAMBALAB_SANITIZER"
+_OFF_VALUES = ("0", "false", "off", "no")
+_ON_VALUES = ("", "1", "true", "on", "yes")
+
+_TAG_SHIFT = 52
+_MAX_TAGS = (1 << (63 - _TAG_SHIFT)) - 1
+_MAX_ADDRESS = 1 << (_TAG_SHIFT - 1)
+_U_SHIFT = np.uint64(_TAG_SHIFT)
+_U_HALF = np.uint64(1 << (_TAG_SHIFT - 1))
+_MAX_DETAILED_VIOLATIONS = 256
+_MIN_TRITON = (3, 6)
+TESTED_TRITON = ("3.6", "3.9")
+
+# The interpreter's native memory entry points and the builder method that calls each.
+_MEMORY_CALLS = {
+    "load": "create_masked_load",
+    "store": "create_masked_store",
+    "atomic_cas": "create_atomic_cas",
+    "atomic_rmw": "create_atomic_rmw",
+}
+# Native helpers that compute without touching memory.
+_PURE_CALLS = frozenset({"fma_fp32", "fma_fp64"})
+_LEADING_PARAMS = {
+    "create_masked_load": ("self", "ptrs", "mask", "other"),
+    "create_masked_store": ("self", "ptrs", "value", "mask"),
+    "create_atomic_cas": ("self", "ptr", "cmp", "val"),
+    "create_atomic_rmw": ("self", "rmwOp", "ptr", "val", "mask"),
+}
+
+# Where illegal and masked-off lanes point: a private, aligned scratch area.
+_SCRATCH = np.zeros(128, dtype=np.uint8)
+_SAFE_ADDRESS = (_SCRATCH.ctypes.data + 63) // 64 * 64
+
+
+class IllegalMemoryAccess(RuntimeError):
+    """A sanitized launch loaded or stored outside the tensor its pointer came from.
+
+    The CPU counterpart of CUDA's illegal-address error as reported by
+    compute-sanitizer memcheck. The attributes describe the first violation;
+    ``violations`` lists every one recorded in the launch.
+    """
+
+    def __init__(self, violations: list["Violation"], total: int | None = None):
+        if not violations:
+            raise ValueError("IllegalMemoryAccess needs at least one violation")
+        self.violations = list(violations)
+        self.total = len(self.violations) if total is None else int(total)
+        first = self.violations[0]
+        self.kernel = first.kernel
+        self.pid = first.pid
+        self.row = first.row
+        self.op = first.op
+        self.arg = first.arg
+        self.index = first.index
+        self.slot = first.slot
+        self.num_slots = first.num_slots
+        self.numel = first.numel
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        first = self.violations[0]
+        n = self.total
+        lines = [
+            f"illegal memory access in kernel '{first.kernel}' "
+            f"({n} invalid access{'es' if n != 1 else ''} caught by the mambalab sanitizer): "
+            + first.describe()
+        ]
+        shown = self.violations[1:8]
+        for v in shown:
+            lines.append("  also: " + v.describe())
+        rest = n - 1 - len(shown)
+        if rest > 0:
+            lines.append(f"  ... and {rest} more")
+        return "\n".join(lines)
+
+
+class SanitizerUnsupported(RuntimeError):
+    """The installed Triton's interpreter does not have the shape the hooks rely on."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One load or store of one program that left its tensor.
+
+    ``index`` is the first offending element relative to the tensor's first
+    element (``data_ptr``) in units of its dtype, ``slot`` the dim-0 index of
+    that element (``index // stride(0)`` for a slot pool), ``slots`` every
+    offending slot of this access and ``lanes`` how many lanes were illegal.
+    ``arg`` is None for a pointer not derived from any tensor argument.
+    """
+
+    kernel: str
+    pid: tuple[int, int, int]
+    row: int
+    op: str
+    arg: str | None
+    index: int | None
+    slot: int | None
+    num_slots: int | None
+    numel: int | None
+    shape: tuple[int, ...] | None
+    address: int
+    nbytes: int
+    lanes: int
+    slots: tuple[int, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        size = f"{self.nbytes} byte{'s' if self.nbytes != 1 else ''}"
+        who = f"by program {self.pid}, row {self.row}"
+        lanes = f"{self.lanes} lane{'s' if self.lanes != 1 else ''}"
+        if self.arg is None:
+            return (
+                f"invalid {self.op} of {size} at address {self.address:#x} {who}: the pointer is "
+                f"not derived from any tensor argument of the launch ({lanes})"
+            )
+        prep = {"load": "from", "store": "to"}.get(self.op, "on")
+        also = f" (also passed as {', '.join(repr(a) for a in self.aliases)})" if self.aliases else ""
+        if len(self.slots) > 1:
+            more = list(self.slots[:8])
+            lanes += f", slots {more}{' ...' if len(self.slots) > 8 else ''}"
+        return (
+            f"invalid {self.op} of {size} {prep} '{self.arg}'{also} at element {self.index} "
+            f"(slot {self.slot}) {who}: outside the tensor ('{self.arg}' has {self.num_slots} "
+            f"slot{'s' if self.num_slots != 1 else ''}, {self.numel} elements, shape "
+            f"{self.shape}); {lanes}"
+        )
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one load or store of one program did to one tensor argument."""
+
+    kernel: str
+    pid: tuple[int, int, int]
+    row: int
+    op: str
+    arg: str | None
+    slots: tuple[int, ...]
+    elements: int
+    legal: bool
+
+
+@dataclass
+class AccessLog:
+    """Accesses and violations of the sanitized launches inside a ``recording()`` block."""
+
+    accesses: list[Access] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.accesses)
+
+    def __iter__(self) -> Iterator[Access]:
+        return iter(self.accesses)
+
+    def clear(self) -> None:
+        self.accesses.clear()
+        self.violations.clear()
+        self.kernels.clear()
+
+    def select(
+        self,
+        arg: str | None = None,
+        op: str | None = None,
+        *,
+        kernel: str | None = None,
+        legal: bool | None = None,
+    ) -> list[Access]:
+        """The accesses matching every filter given (None matches all).
+
+        ``arg`` is the kernel parameter's name; ``"state"`` also matches ``"state_ptr"``.
+        """
+        return [
+            a
+            for a in self.accesses
+            if (arg is None or a.arg == arg or a.arg == f"{arg}_ptr")
+            and (op is None or a.op == op)
+            and (kernel is None or a.kernel == kernel)
+            and (legal is None or a.legal == legal)
+        ]
+
+    def slots(
+        self,
+        arg: str,
+        op: str | None = None,
+        *,
+        kernel: str | None = None,
+        legal: bool | None = None,
+    ) -> dict[int, set[int]]:
+        """``{row: slots of arg touched by that row}`` (op 'load', 'store', 'atomic' or all)."""
+        out: dict[int, set[int]] = {}
+        for a in self.select(arg, op, kernel=kernel, legal=legal):
+            out.setdefault(a.row, set()).update(a.slots)
+        return out
+
+    def programs(
+        self,
+        arg: str,
+        op: str | None = None,
+        *,
+        kernel: str | None = None,
+        legal: bool | None = None,
+    ) -> dict[tuple[int, int, int], set[int]]:
+        """``{program id: slots of arg touched by that program}``."""
+        out: dict[tuple[int, int, int], set[int]] = {}
+        for a in self.select(arg, op, kernel=kernel, legal=legal):
+            out.setdefault(a.pid, set()).update(a.slots)
+        return out
+
+    def rows_by_slot(
+        self,
+        arg: str,
+        op: str | None = None,
+        *,
+        kernel: str | None = None,
+        legal: bool | None = None,
+    ) -> dict[int, set[int]]:
+        """``{slot: rows that touched it}``: a slot with two writer rows is a race."""
+        out: dict[int, set[int]] = {}
+        for a in self.select(arg, op, kernel=kernel, legal=legal):
+            for s in a.slots:
+                out.setdefault(s, set()).add(a.row)
+        return out
+
+
+# ---------------------------------------------------------------------------
+# switch
+
+
+_ENABLED: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "mambalab_sanitizer_enabled", default=None
+)
+_LOGS: contextvars.ContextVar[tuple[AccessLog, ...]] = contextvars.ContextVar(
+    "mambalab_sanitizer_logs", default=()
+)
+
+
+def _env_setting() -> bool:
+    raw = os.environ.get(_ENV, "").strip().lower()
+    if raw in _OFF_VALUES:
+        return False
+    if raw in _ON_VALUES:
+        return True
+    raise ValueError(f"{_ENV}={raw!r}: expected 1/0 (or on/off, true/false)")
+
+
+def is_active() -> bool:
+    """True when launches are checked: the interpreter runs and the sanitizer is on."""
+    if not INTERPRET:
+        return False
+    setting = _ENABLED.get()
+    return _env_setting() if setting is None else setting
+
+
+@contextlib.contextmanager
+def enabled(on: bool = True) -> Iterator[None]:
+    """Turn the sanitizer on or off for a block (overrides ``MAMBALAB_SANITIZER``)."""
+    token = _ENABLED.set(bool(on))
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[AccessLog]:
+    """Collect the accesses of every sanitized launch in the block into an :class:`AccessLog`.
+
+    Recording needs the sanitizer active (nothing is seen of unguarded or CUDA
+    launches). Blocks may nest; each log gets the accesses made inside it.
+    """
+    log = AccessLog()
+    token = _LOGS.set(_LOGS.get() + (log,))
+    try:
+        yield log
+    finally:
+        _LOGS.reset(token)
+
+
+# ---------------------------------------------------------------------------
+# version guard
+
+
+_SUPPORT: dict[int, str | None] = {}
+
+
+def _triton_version() -> tuple[int, int]:
+    import triton
+
+    m = re.match(r"(\d+)\.(\d+)", triton.__version__)
+    if not m:
+        return (0, 0)
+    return int(m.group(1)), int(m.group(2))
+
+
+def _support_problem(interp) -> str | None:
+    """Why the hooks cannot guard ``interp`` (the interpreter module), or None."""
+    if _triton_version() < _MIN_TRITON:
+        return "it is older than 3.6, the oldest Triton the sanitizer is tested with"
+    for name in ("InterpreterBuilder", "GridExecutor", "TensorHandle", "_implicit_cvt",
+                 "interpreter_builder", "_interpreter"):
+        if not hasattr(interp, name):
+            return f"triton.runtime.interpreter has no {name}"
+    builder_cls = interp.InterpreterBuilder
+    try:
+        module_src = inspect.getsource(interp)
+        executor_src = inspect.getsource(interp.GridExecutor.__call__)
+        cvt_src = inspect.getsource(interp._implicit_cvt)
+        method_src = {m: inspect.getsource(builder_cls.__dict__[m]) for m in _LEADING_PARAMS}
+    except (OSError, TypeError, KeyError) as exc:
+        return f"the interpreter's source cannot be inspected ({exc!r})"
+    calls = Counter(re.findall(r"\b_interpreter\.([A-Za-z_]\w*)\s*\(", module_src))
+    unknown = sorted(set(calls) - set(_MEMORY_CALLS) - _PURE_CALLS)
+    if unknown:
+        return f"the interpreter calls native function(s) {unknown} the sanitizer does not guard"
+    for native, method in _MEMORY_CALLS.items():
+        if calls.get(native, 0) != 1 or f"_interpreter.{native}(" not in method_src[method]:
+            return f"native {native}() is not called from {method} alone"
+    for method, lead in _LEADING_PARAMS.items():
+        params = tuple(inspect.signature(builder_cls.__dict__[method]).parameters)
+        if params[: len(lead)] != lead:
+            return f"{method}{params} does not start with {lead}"
+    if "_implicit_cvt(" not in executor_src or "set_grid_idx" not in executor_src:
+        return "GridExecutor no longer converts arguments with _implicit_cvt"
+    if "data_ptr" not in cvt_src:
+        return "_implicit_cvt no longer turns tensors into their data_ptr"
+    set_idx = getattr(builder_cls, "set_grid_idx", None)
+    if set_idx is None or "self.grid_idx" not in inspect.getsource(set_idx):
+        return "the interpreter builder no longer keeps the program id in grid_idx"
+    return None
+
+
+def check_supported() -> None:
+    """Raise :class:`SanitizerUnsupported` unless the installed Triton can be guarded."""
+    import triton
+    from triton.runtime import interpreter as interp
+
+    key = id(interp)
+    if key not in _SUPPORT:
+        _SUPPORT[key] = _support_problem(interp)
+    problem = _SUPPORT[key]
+    if problem is not None:
+        raise SanitizerUnsupported(
+            f"the mambalab sanitizer cannot guard Triton {triton.__version__}: {problem}. "
+            f"It is tested with Triton {' and '.join(TESTED_TRITON)}. Install one of those, or "
+            f"set {_ENV}=0 to launch unguarded (an out-of-bounds access then reads or writes "
+            f"host memory and can crash the process)."
+        )
+
+
+# ---------------------------------------------------------------------------
+# tensors and their tags
+
+
+def _unwrap(arg: Any) -> Any:
+    """The torch tensor behind ``arg`` (``triton.reinterpret`` wraps one)."""
+    base = getattr(arg, "base", None)
+    if type(arg).__name__ == "TensorWrapper" and base is not None:
+        return base
+    return arg
+
+
+def _key(t: Any) -> tuple:
+    return (int(t.data_ptr()), tuple(t.shape), tuple(t.stride()), t.element_size())
+
+
+def _layout(t: Any) -> tuple:
+    return (tuple(t.shape), tuple(t.stride()), t.element_size(), int(t.storage_offset()))
+
+
+@dataclass
+class _Entry:
+    tag: int
+    names: tuple[str, ...]
+    data_ptr: int
+    itemsize: int
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    lo: int
+    hi: int
+
+    @classmethod
+    def of(cls, tag: int, names: tuple[str, ...], t: Any) -> "_Entry":
+        shape, stride = tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())
+        itemsize, ptr = int(t.element_size()), int(t.data_ptr())
+        if any(s == 0 for s in shape):
+            lo = hi = ptr
+        else:
+            low = sum(min(0, (n - 1) * s) for n, s in zip(shape, stride))
+            high = sum(max(0, (n - 1) * s) for n, s in zip(shape, stride))
+            lo, hi = ptr + low * itemsize, ptr + (high + 1) * itemsize
+        return cls(tag, names, ptr, itemsize, shape, stride, lo, hi)
+
+    @property
+    def name(self) -> str:
+        return self.names[0] if self.names else "<unnamed tensor>"
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def num_slots(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    def elements(self, addr: np.ndarray) -> np.ndarray:
+        return np.floor_divide(addr - self.data_ptr, self.itemsize)
+
+    def slots_of(self, elems: np.ndarray) -> np.ndarray:
+        """The dim-0 coordinate of each element offset (floor, so -1 below the first slot)."""
+        if not self.shape:
+            return np.zeros_like(elems)
+        order = sorted((d for d in range(len(self.shape)) if self.stride[d] > 0),
+                       key=lambda d: (-self.stride[d], d))
+        rem = elems.copy()
+        for d in order:
+            coord = np.floor_divide(rem, self.stride[d])
+            if d == 0:
+                return coord
+            rem = rem - coord * self.stride[d]
+        return np.zeros_like(elems)
+
+
+def _flatten_params(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+    """``(name, tensor)`` for every tensor reachable from the launch's arguments."""
+    sig = inspect.signature(fn)
+    known = {k: v for k, v in kwargs.items() if k in sig.parameters}
+    try:
+        bound = sig.bind_partial(*args, **known)
+    except TypeError:
+        return []
+    bound.apply_defaults()
+    out: list[tuple[str, Any]] = []
+
+    def walk(name: str, value: Any) -> None:
+        value = _unwrap(value)
+        if hasattr(value, "data_ptr") and hasattr(value, "stride"):
+            out.append((name, value))
+        elif isinstance(value, tuple):
+            for i, v in enumerate(value):
+                walk(f"{name}[{i}]", v)
+        elif hasattr(value, "base") and hasattr(value, "block_shape"):
+            walk(f"{name}.base", value.base)
+
+    for name, value in bound.arguments.items():
+        walk(name, value)
+    return out
+
+
+def _python_fn(kernel: Any) -> Callable | None:
+    """The Python function behind a jit / interpreted / autotuned kernel."""
+    k = kernel
+    for _ in range(8):
+        fn = getattr(k, "fn", None)
+        if fn is None:
+            return k if inspect.isfunction(k) else None
+        if inspect.isfunction(fn):
+            return fn
+        k = fn
+    return None
+
+
+# ---------------------------------------------------------------------------
+# one sanitized launch
+
+
+class _Launch:
+    def __init__(self, kernel: str, row_axis: int, params: list[tuple[str, Any]],
+                 logs: tuple[AccessLog, ...], builder: Any):
+        self.kernel = kernel
+        self.row_axis = row_axis
+        self.params = params
+        self.logs = logs
+        self.builder = builder
+        self.by_key: dict[tuple, _Entry] = {}
+        self.by_tag: dict[int, _Entry] = {}
+        self.violations: list[Violation] = []
+        self.total = 0
+
+    # -- tagging -------------------------------------------------------------
+    def entry_for(self, arg: Any) -> _Entry:
+        t = _unwrap(arg)
+        key = _key(t)
+        entry = self.by_key.get(key)
+        if entry is not None:
+            return entry
+        names = tuple(n for n, p in self.params if _key(p) == key)
+        if not names:
+            layout = _layout(t)
+            names = tuple(n for n, p in self.params if _layout(p) == layout)
+            if len(names) != 1:
+                names = ()
+        tag = len(self.by_tag) + 1
+        if tag > _MAX_TAGS:
+            raise SanitizerUnsupported(f"more than {_MAX_TAGS} tensor arguments in one launch")
+        entry = _Entry.of(tag, names, t)
+        if entry.hi >= _MAX_ADDRESS:
+            raise SanitizerUnsupported(
+                f"tensor address {entry.hi:#x} is above {_MAX_ADDRESS:#x}, where tags start"
+            )
+        self.by_key[key] = entry
+        self.by_tag[tag] = entry
+        return entry
+
+    # -- checking ------------------------------------------------------------
+    def _pid(self, builder: Any) -> tuple[int, int, int]:
+        idx = getattr(builder, "grid_idx", None)
+        if idx is None:
+            idx = getattr(self.builder, "grid_idx", None) or (0, 0, 0)
+        return tuple(int(i) for i in idx)  # type: ignore[return-value]
+
+    def guard(self, builder: Any, op: str, ptrs: Any, mask: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Untagged addresses and mask for the lanes that may touch memory."""
+        p = np.asarray(ptrs.data, dtype=np.uint64)
+        if mask is None:
+            m = np.ones(p.shape, dtype=bool)
+        else:
+            mdata = mask if isinstance(mask, np.ndarray) else mask.data
+            m = np.broadcast_to(np.asarray(mdata, dtype=bool), p.shape)
+        elt = ptrs.get_element_ty()
+        nbytes = max(1, int(elt.primitive_bitwidth) // 8)
+        out_ptr = np.full(p.shape, _SAFE_ADDRESS, dtype=np.uint64)
+        out_mask = np.zeros(p.shape, dtype=bool)
+        if not m.any():
+            return out_ptr, out_mask
+        tags = (p + _U_HALF) >> _U_SHIFT
+        addr = (p - (tags << _U_SHIFT)).view(np.int64)
+        active_tags = tags[m]
+        lo_t, hi_t = int(active_tags.min()), int(active_tags.max())
+        groups = [lo_t] if lo_t == hi_t else [int(t) for t in np.unique(active_tags)]
+        pid = None
+        for tag in groups:
+            sel = m if len(groups) == 1 else (m & (tags == np.uint64(tag)))
+            entry = self.by_tag.get(tag)
+            if entry is None:
+                ok = np.zeros(p.shape, dtype=bool)
+            else:
+                ok = sel & (addr >= entry.lo) & (addr <= entry.hi - nbytes)
+            bad = sel & ~ok
+            if ok.any():
+                out_ptr[ok] = addr[ok].view(np.uint64)
+                out_mask |= ok
+            any_bad = bool(bad.any())
+            if self.logs or any_bad:
+                pid = pid or self._pid(builder)
+                self._note(pid, op, entry, addr, ok, bad, any_bad, nbytes, p)
+        return out_ptr, out_mask
+
+    def _note(self, pid, op, entry, addr, ok, bad, any_bad, nbytes, raw) -> None:
+        row = pid[self.row_axis]
+        name = entry.name if entry is not None else None
+        if self.logs:
+            for lanes, legal in ((ok, True), (bad, False)):
+                n = int(np.count_nonzero(lanes))
+                if not n:
+                    continue
+                if entry is None:
+                    slots: tuple[int, ...] = ()
+                else:
+                    slots = tuple(int(s) for s in np.unique(entry.slots_of(entry.elements(addr[lanes]))))
+                rec = Access(self.kernel, pid, row, op, name, slots, n, legal)
+                for log in self.logs:
+                    log.accesses.append(rec)
+        if not any_bad:
+            return
+        self.total += 1
+        if len(self.violations) >= _MAX_DETAILED_VIOLATIONS:
+            return
+        first = int(np.flatnonzero(bad.reshape(-1))[0])
+        lanes = int(np.count_nonzero(bad))
+        if entry is None:
+            v = Violation(self.kernel, pid, row, op, None, None, None, None, None, None,
+                          int(raw.reshape(-1)[first]), nbytes, lanes)
+        else:
+            elems = entry.elements(addr[bad])
+            all_slots = np.unique(entry.slots_of(elems))
+            index = int(entry.elements(addr.reshape(-1)[first : first + 1])[0])
+            slot = int(entry.slots_of(np.array([index], dtype=np.int64))[0])
+            v = Violation(
+                self.kernel, pid, row, op, entry.name, index, slot, entry.num_slots,
+                entry.numel, entry.shape, int(addr.reshape(-1)[first]), nbytes, lanes,
+                tuple(int(s) for s in all_slots), entry.names[1:],
+            )
+        self.violations.append(v)
+        for log in self.logs:
+            log.violations.append(v)
+
+
+# ---------------------------------------------------------------------------
+# hooks
+
+
+_LOCK = threading.RLock()
+_STACK: list[_Launch] = []
+_ORIGINALS: dict[str, Any] = {}
+_INTERP: Any = None
+
+
+def _current() -> _Launch | None:
+    return _STACK[-1] if _STACK else None
+
+
+def _hook_masked_load(self, ptrs, mask, other, *args, **kwargs):
+    launch = _current()
+    orig = _ORIGINALS["create_masked_load"]
+    if launch is None:
+        return orig(self, ptrs, mask, other, *args, **kwargs)
+    handle = type(ptrs)
+    new_ptr, new_mask = launch.guard(self, "load", ptrs, mask)
+    return orig(self, handle(new_ptr, ptrs.dtype), handle(new_mask, _int1()), other, *args, **kwargs)
+
+
+def _hook_masked_store(self, ptrs, value, mask, *args, **kwargs):
+    launch = _current()
+    orig = _ORIGINALS["create_masked_store"]
+    if launch is None:
+        return orig(self, ptrs, value, mask, *args, **kwargs)
+    handle = type(ptrs)
+    new_ptr, new_mask = launch.guard(self, "store", ptrs, mask)
+    return orig(self, handle(new_ptr, ptrs.dtype), value, handle(new_mask, _int1()), *args, **kwargs)
+
+
+def _hook_atomic_cas(self, ptr, cmp, val, *args, **kwargs):
+    launch = _current()
+    orig = _ORIGINALS["create_atomic_cas"]
+    if launch is None:
+        return orig(self, ptr, cmp, val, *args, **kwargs)
+    new_ptr, _ = launch.guard(self, "atomic", ptr, None)
+    return orig(self, type(ptr)(new_ptr, ptr.dtype), cmp, val, *args, **kwargs)
+
+
+def _hook_atomic_rmw(self, rmw_op, ptr, val, mask, *args, **kwargs):
+    launch = _current()
+    orig = _ORIGINALS["create_atomic_rmw"]
+    if launch is None:
+        return orig(self, rmw_op, ptr, val, mask, *args, **kwargs)
+    handle = type(ptr)
+    new_ptr, new_mask = launch.guard(self, "atomic", ptr, mask)
+    return orig(self, rmw_op, handle(new_ptr, ptr.dtype), val, handle(new_mask, _int1()), *args, **kwargs)
+
+
+def _hook_implicit_cvt(arg):
+    out = _ORIGINALS["_implicit_cvt"](arg)
+    launch = _current()
+    if launch is None or not hasattr(arg, "data_ptr"):
+        return out
+    handle = getattr(out, "handle", None)
+    data = getattr(handle, "data", None)
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint64:
+        return out
+    entry = launch.entry_for(arg)
+    handle.data = data + np.uint64(entry.tag << _TAG_SHIFT)
+    return out
+
+
+_BUILDER_HOOKS = {
+    "create_masked_load": _hook_masked_load,
+    "create_masked_store": _hook_masked_store,
+    "create_atomic_cas": _hook_atomic_cas,
+    "create_atomic_rmw": _hook_atomic_rmw,
+}
+
+
+def _int1():
+    import triton.language as tl
+
+    return tl.int1
+
+
+def _install() -> None:
+    from triton.runtime import interpreter as interp
+
+    global _INTERP
+    _INTERP = interp
+    builder_cls = interp.InterpreterBuilder
+    for name, hook in _BUILDER_HOOKS.items():
+        _ORIGINALS[name] = builder_cls.__dict__[name]
+        setattr(builder_cls, name, hook)
+    _ORIGINALS["_implicit_cvt"] = interp._implicit_cvt
+    interp._implicit_cvt = _hook_implicit_cvt
+
+
+def _uninstall() -> None:
+    interp = _INTERP
+    if interp is None or not _ORIGINALS:
+        return
+    for name in _BUILDER_HOOKS:
+        setattr(interp.InterpreterBuilder, name, _ORIGINALS[name])
+    interp._implicit_cvt = _ORIGINALS["_implicit_cvt"]
+    _ORIGINALS.clear()
+
+
+def hooks_installed() -> bool:
+    """True while the interpreter is patched (only during a sanitized launch)."""
+    if _INTERP is None:
+        return False
+    return (
+        _INTERP._implicit_cvt is _hook_implicit_cvt
+        or any(_INTERP.InterpreterBuilder.__dict__.get(n) is h for n, h in _BUILDER_HOOKS.items())
+    )
+
+
+# ---------------------------------------------------------------------------
+# the launch
+
+
+def launch(kernel: Any, grid: Any, *args: Any, name: str | None = None, row_axis: int = 0,
+           **kwargs: Any) -> Any:
+    """Launch ``kernel[grid](*args, **kwargs)``, bounds-checked under the interpreter.
+
+    ``name`` is the kernel's user-facing name (default: the Python function's);
+    ``row_axis`` is the program-id axis that indexes the request row. On CUDA,
+    or with the sanitizer off, this is the plain launch. Under the interpreter
+    every load and store is checked against the tensor its pointer came from;
+    after the launch :class:`IllegalMemoryAccess` is raised if any left it.
+    """
+    if not is_active():
+        return kernel[grid](*args, **kwargs)
+    if row_axis not in (0, 1, 2):
+        raise ValueError(f"row_axis must be 0, 1 or 2, got {row_axis}")
+    check_supported()
+    fn = _python_fn(kernel)
+    kernel_name = name or (fn.__name__ if fn is not None else type(kernel).__name__)
+    params = _flatten_params(fn, args, kwargs) if fn is not None else []
+    from triton.runtime import interpreter as interp
+
+    with _LOCK:
+        ctx = _Launch(kernel_name, row_axis, params, _LOGS.get(), interp.interpreter_builder)
+        for log in ctx.logs:
+            log.kernels.append(kernel_name)
+        outermost = not _STACK
+        if outermost:
+            _install()
+        _STACK.append(ctx)
+        error: BaseException | None = None
+        result = None
+        try:
+            result = kernel[grid](*args, **kwargs)
+        except BaseException as exc:  # re-raised below, after the hooks are gone
+            error = exc
+        finally:
+            _STACK.pop()
+            if outermost:
+                _uninstall()
+    if ctx.violations:
+        raise IllegalMemoryAccess(ctx.violations, ctx.total) from error
+    if error is not None:
+        raise error
+    return result
+
+
+__all__ = [
+    "Access",
+    "AccessLog",
+    "IllegalMemoryAccess",
+    "SanitizerUnsupported",
+    "TESTED_TRITON",
+    "Violation",
+    "check_supported",
+    "enabled",
+    "hooks_installed",
+    "is_active",
+    "launch",
+    "recording",
+]

@@ -1,0 +1,233 @@
+"""One replayable scenario per catalogue bug, each reaching it through its real mechanism.
+
+Nothing here corrupts anything by hand: a scenario is only a workload (which
+requests arrive when, on which DP rank, aborts, speculative settings) that
+walks the engine into the situation upstream users were in. With the bug
+switched on the mechanism does the damage; with the fix the same workload
+matches the per-request reference. Seeds vary prompts and lengths.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from mambalab.lab.bugs import BUGS, BugConfig
+from mambalab.engine.core import Abort, Add, Engine, EngineConfig, EngineCrash, Event
+from mambalab.worker.model_runner import RunnerConfig, StepRecord
+from mambalab.lab.reference import Verdict, judge
+from mambalab.lab.workload import Workload
+
+VOCAB = 32
+
+
+def _tokens(rng: random.Random, n: int) -> tuple[int, ...]:
+    return tuple(rng.randrange(VOCAB) for _ in range(n))
+
+
+def pad_minus_one(seed: int) -> Workload:
+    """Three requests decode in a FULL graph padded to 4 rows: row 3 is padding."""
+    rng = random.Random(seed)
+    cfg = EngineConfig(RunnerConfig(max_num_seqs=4), model_seed=seed)
+    adds = [Add(f"r{i}", _tokens(rng, rng.randint(3, 8)), rng.randint(3, 6)) for i in range(3)]
+    return Workload(cfg, {1: adds})
+
+
+def stale_rows(seed: int) -> Workload:
+    """DP 2 with prefix caching: rank 1's request A finishes and rank 1 goes idle while rank 0
+    keeps decoding, so rank 1 runs dummy batches; later D arrives on rank 1 sharing A's first
+    block and starts from the cached state of that block."""
+    rng = random.Random(seed)
+    rc = RunnerConfig(max_num_seqs=4, mamba_cache_mode="all", block_size=4, num_blocks=64)
+    cfg = EngineConfig(rc, data_parallel_size=2, model_seed=seed)
+    prompt_a = _tokens(rng, rng.randint(9, 12))
+    # D shares A's first block only, and its own tokens after the hit are few, so the
+    # state it inherits from that cached block decides its first outputs.
+    prompt_d = prompt_a[:4] + tuple((t + 1) % VOCAB for t in _tokens(rng, rng.randint(1, 2)))
+    events: dict[int, list[Event]] = {
+        1: [Add("C", _tokens(rng, rng.randint(3, 6)), 18, rank=0), Add("A", prompt_a, 2, rank=1)],
+        10: [Add("D", prompt_d, 5, rank=1)],
+    }
+    return Workload(cfg, events)
+
+
+def guard_lt_zero(seed: int) -> Workload:
+    """Decodes padded to a graph size with padding 0; a request that arrives later starts from
+    the null block, the zero state."""
+    rng = random.Random(seed)
+    cfg = EngineConfig(RunnerConfig(max_num_seqs=4), model_seed=seed)
+    first = [Add(f"r{i}", _tokens(rng, rng.randint(3, 8)), rng.randint(4, 6)) for i in range(3)]
+    return Workload(cfg, {1: first, 4: [Add("late", _tokens(rng, rng.randint(3, 8)), 4)]})
+
+
+def spec_slots(seed: int) -> Workload:
+    """mamba_cache_mode='all' + speculative decoding with partial acceptance."""
+    rng = random.Random(seed)
+    ns = 1 + seed % 2
+    rc = RunnerConfig(max_num_seqs=4, mamba_cache_mode="all", block_size=4, num_blocks=96,
+                      num_speculative_tokens=ns)
+    schedule = tuple(rng.choice(range(ns)) if i % 2 else ns for i in range(8))  # partial acceptances
+    cfg = EngineConfig(rc, model_seed=seed, acceptance=schedule, drafter_seed=seed)
+    adds = [Add(f"r{i}", _tokens(rng, rng.randint(5, 9)), rng.randint(7, 10)) for i in range(2)]
+    return Workload(cfg, {1: adds})
+
+
+def stale_is_prefilling(seed: int) -> Workload:
+    """A, B, D decode in a FULL graph; D finishes; C and a long X arrive; X is aborted after its
+    first prefill chunk; then A, B, C decode padded to 4 rows with X's stale row as padding."""
+    rng = random.Random(seed)
+    cfg = EngineConfig(RunnerConfig(max_num_seqs=4, max_num_batched_tokens=32, max_model_len=48),
+                       model_seed=seed)
+    events: dict[int, list[Event]] = {
+        1: [Add("A", _tokens(rng, rng.randint(3, 6)), 9), Add("B", _tokens(rng, rng.randint(3, 6)), 9),
+            Add("D", _tokens(rng, rng.randint(3, 6)), 2)],
+        3: [Add("C", _tokens(rng, rng.randint(3, 5)), 5), Add("X", _tokens(rng, 36), 4)],
+        4: [Abort("X")],
+    }
+    return Workload(cfg, events)
+
+
+def move_row_stale_source(seed: int) -> Workload:
+    """DP 2 with prefix caching: on rank 1, A finishes first and condense moves B down into A's
+    row; B finishes; rank 1 idles while rank 0 decodes two requests, so its dummy batch has two
+    rows; D then arrives on rank 1 sharing B's first block."""
+    rng = random.Random(seed)
+    rc = RunnerConfig(max_num_seqs=4, mamba_cache_mode="all", block_size=4, num_blocks=64)
+    cfg = EngineConfig(rc, data_parallel_size=2, model_seed=seed)
+    prompt_b = _tokens(rng, rng.randint(9, 12))
+    prompt_d = prompt_b[:4] + tuple((t + 1) % VOCAB for t in _tokens(rng, rng.randint(1, 2)))
+    events: dict[int, list[Event]] = {
+        1: [Add("C", _tokens(rng, rng.randint(3, 6)), 18, rank=0),
+            Add("E", _tokens(rng, rng.randint(3, 6)), 18, rank=0),
+            Add("A", _tokens(rng, rng.randint(3, 6)), 1, rank=1),
+            Add("B", prompt_b, 3, rank=1)],
+        11: [Add("D", prompt_d, 5, rank=1)],
+    }
+    return Workload(cfg, events)
+
+
+def zero_accepted(seed: int) -> Workload:
+    """Speculative decoding without prefix caching: requests decode after their prefill; a
+    later request joins a batch that is already speculating."""
+    rng = random.Random(seed)
+    rc = RunnerConfig(max_num_seqs=4, num_speculative_tokens=1, num_blocks=48)
+    cfg = EngineConfig(rc, model_seed=seed, acceptance=0.5, drafter_seed=seed)
+    events: dict[int, list[Event]] = {
+        1: [Add("r0", _tokens(rng, rng.randint(3, 7)), 6), Add("r1", _tokens(rng, rng.randint(3, 7)), 6)],
+        3: [Add("r2", _tokens(rng, rng.randint(3, 7)), 5)],
+    }
+    return Workload(cfg, events)
+
+
+SCENARIOS = {
+    "pad-minus-one": pad_minus_one,
+    "stale-rows": stale_rows,
+    "guard-lt-zero": guard_lt_zero,
+    "spec-slots": spec_slots,
+    "stale-is-prefilling": stale_is_prefilling,
+    "move-row-stale-source": move_row_stale_source,
+    "zero-accepted": zero_accepted,
+}
+
+
+def scenario_for(bug_id: str):
+    base = bug_id.split("/")[0]
+    if base not in SCENARIOS:
+        raise KeyError(f"unknown bug {bug_id!r}; valid: {', '.join(valid_bug_ids())}")
+    return SCENARIOS[base]
+
+
+def valid_bug_ids() -> list[str]:
+    out = []
+    for b in BUGS.values():
+        out.append(b.id)
+        out.extend(f"{b.id}/{p}" for p in b.parts)
+    return out
+
+
+# -- mechanism signatures: what the step records show --------------------------------
+
+def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
+    """Sentences naming the mechanism at work, read off the engine's step records."""
+    out: list[str] = []
+    if verdict.illegal and verdict.illegal.get("kernel") is not None:
+        i = verdict.illegal
+        what = ("a padded row's -1 reached address arithmetic" if "state" in str(i["arg"])
+                else "column -1 of the index tensor was read (before its first element)")
+        out.append(f"step {i['step']}: {i['kernel']} row {i['row']} {i['op']} of {i['arg']} at "
+                   f"slot {i['slot']}: {what}")
+    for r in records:
+        if r.kind == "step" and r.mode == "FULL" and r.padded_rows_prefilling and not r.refreshed:
+            out.append(f"step {r.step}, rank {r.rank}: padded row(s) {r.padded_rows_prefilling} classified "
+                       f"as prefill (stale is_prefilling): CUDA-graph buffers not refreshed; the graph "
+                       f"reads slots {r.state_slots} while this step's rows own {r.intended_slots}")
+        if r.kind == "dummy":
+            live = sorted({s for row in r.state_slots for s in row if s > 0})
+            if live:
+                out.append(f"step {r.step}, rank {r.rank}: dummy batch rows point at blocks {live} "
+                           f"(stale block-table rows of finished requests)")
+        zero = [i for i, n in enumerate(r.num_accepted_in) if n <= 0]
+        if r.kind == "step" and zero and r.num_decodes and not any("num_accepted_tokens" in o for o in out):
+            out.append(f"step {r.step}, rank {r.rank}: row(s) {zero} decode with num_accepted_tokens = 0: "
+                       f"the kernels read state column -1 (the previous row's last column)")
+        minus = [i for i, row in enumerate(r.state_slots) if any(x < 0 for x in row)]
+        if minus and not any("-1 in the state indices" in o for o in out):
+            out.append(f"step {r.step}, rank {r.rank}: padded row(s) {minus} carry -1 in the state indices "
+                       f"the kernels read: slot -1 lies before the pool (on a GPU with a caching "
+                       f"allocator that is another tensor's memory, not necessarily a fault)")
+        if r.null_block_dirty:
+            out.append(f"step {r.step}, rank {r.rank}: the null block (0) is no longer zero: "
+                       f"padded rows wrote into it")
+            break
+    if verdict.crash and "capture" in verdict.crash:
+        out.append("crash while capturing CUDA graphs at start-up")
+    return out
+
+
+@dataclass
+class ReplayResult:
+    bug: str
+    fixed: bool
+    seed: int
+    verdict: Verdict
+    signatures: list[str] = field(default_factory=list)
+    workload: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.verdict.ok else 1
+
+    def to_dict(self) -> dict:
+        return dict(bug=self.bug, fixed=self.fixed, seed=self.seed, ok=self.verdict.ok,
+                    verdict=self.verdict.to_dict(), signatures=self.signatures, workload=self.workload)
+
+    def report(self) -> str:
+        lines = [f"{self.bug} ({'fixed' if self.fixed else 'pre-fix'}), seed {self.seed}: {self.verdict.summary()}"]
+        lines += [f"  mechanism: {s}" for s in self.signatures]
+        return "\n".join(lines)
+
+
+def run_workload(workload: Workload, bugs: BugConfig, max_steps: int = 200) -> tuple[Verdict, list[StepRecord]]:
+    """Build an engine for the workload and judge it (a crash at start-up is a verdict too)."""
+    try:
+        engine = Engine(workload.cfg, bugs)
+    except Exception as e:  # noqa: BLE001 - e.g. a graph that cannot be captured
+        return Verdict(ok=False, crash=f"at CUDA-graph capture (engine start-up): {type(e).__name__}: {e}"), []
+    engine.schedule_events(workload.events)
+    try:
+        engine.run(max_steps)
+    except EngineCrash as crash:
+        return judge(engine, crash), engine.records
+    return judge(engine), engine.records
+
+
+def replay(bug: str, *, fixed: bool = False, seed: int = 0) -> ReplayResult:
+    """Run ``bug``'s scenario with the pre-fix behaviour (or the fix) and judge it."""
+    make = scenario_for(bug)
+    workload = make(seed)
+    bugs = BugConfig() if fixed else BugConfig.with_bugs(bug)
+    verdict, records = run_workload(workload, bugs)
+    return ReplayResult(bug, fixed, seed, verdict, signatures(records, verdict), workload.describe())
+
+
+__all__ = ["SCENARIOS", "ReplayResult", "replay", "run_workload", "signatures", "valid_bug_ids"]

@@ -1,0 +1,1 @@
+"""The GPU worker: persistent buffers, block tables, the input batch, CUDA-graph dispatch and capture, the model runner (vllm/v1/worker/, vllm/v1/cudagraph_dispatcher.py, vllm/compilation/cuda_graph.py)."""
