@@ -2,7 +2,7 @@
 # The GPU chapter's measurements, on a CUDA machine, into one folder (default ./gpu-results):
 #   bench.json / bench.md   python -m mambalab bench (cold-cache CUDA graphs, both null-row modes, fla-core)
 #   ncu.txt                 Nsight Compute counters of one launch per kernel and state dtype, batch 64 and 256
-#   memcheck-*.txt          compute-sanitizer memcheck on bug #35431 (scripts/pad_minus_one_gpu.py)
+#   memcheck-*.txt          compute-sanitizer memcheck on bug #35431 (lib/mambalab/gpu/pad_minus_one.py)
 # Usage: PYTHONPATH=lib scripts/gpu_measure.sh [OUTDIR]   (fla-core importable for its baseline)
 set -u
 out=${1:-gpu-results}
@@ -30,7 +30,7 @@ done > "$out/ncu.txt"
 
 for mode in bug fixed; do
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 compute-sanitizer --tool memcheck \
-    python3 scripts/pad_minus_one_gpu.py --$mode > "$out/memcheck-$mode.txt" 2>&1
+    python3 -m mambalab.gpu.pad_minus_one --$mode > "$out/memcheck-$mode.txt" 2>&1
   echo "exit code $?" >> "$out/memcheck-$mode.txt"
 done
 exit 0

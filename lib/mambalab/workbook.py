@@ -61,6 +61,7 @@ from mambalab.lab.reference import Verdict, judge, reference_output
 from mambalab.worker.runner_inputs import RunnerBuffers
 from mambalab.lab.scenarios import ReplayResult, scenario_for, signatures
 from mambalab.lab.workload import Workload
+from mambalab.viz.text import Text
 
 __all__ = [
     "Text",
@@ -88,13 +89,6 @@ __all__ = [
     "workload_steps",
     "pr_link",
 ]
-
-
-class Text(str):
-    """A string that a notebook displays as plain text (no quotes), e.g. a summary."""
-
-    def _repr_pretty_(self, p, cycle) -> None:  # IPython's pretty printer
-        p.text(str(self))
 
 
 # ---------------------------------------------------------------------------

@@ -26,13 +26,15 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+import mambalab
 from mambalab.gpu.bench import Row
 from mambalab.device import DEVICE_TYPE
 from mambalab.viz._common import PALETTE
-from mambalab.workbook import Text
+from mambalab.viz.text import Text
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "docs" / "results"
+# Recorded on the lent GPU machine and shipped with the package (docs/benchmarks.md has the commands),
+# so that a reader without a GPU sees the run, wherever mambalab is installed.
+RESULTS = Path(__file__).resolve().parent / "recorded"
 RECORDED_BENCH = RESULTS / "bench-h200-gpu-chapter.json"
 RECORDED_MEMCHECK = {"bug": RESULTS / "memcheck-pad-minus-one-bug.txt",
                      "fixed": RESULTS / "memcheck-pad-minus-one-fixed.txt"}
@@ -335,7 +337,7 @@ def replay_verdicts(*, live: bool | None = None, width: int = 118, bugs: list[st
 def memcheck_report(*, live: bool | None = None, lines: int = 12) -> Text:
     """compute-sanitizer's memcheck on bug #35431: the unguarded consumer, then the fixed path.
 
-    Live (``scripts/pad_minus_one_gpu.py`` under ``compute-sanitizer``) when a
+    Live (``mambalab.gpu.pad_minus_one`` under ``compute-sanitizer``) when a
     CUDA GPU and the tool are here, else the recorded reports.
     """
     if live is None:
@@ -343,8 +345,8 @@ def memcheck_report(*, live: bool | None = None, lines: int = 12) -> Text:
     texts = {}
     for mode in ("bug", "fixed"):
         if live:
-            script = ROOT / "scripts" / "pad_minus_one_gpu.py"
-            r = subprocess.run(["compute-sanitizer", "--tool", "memcheck", sys.executable, str(script),
+            r = subprocess.run(["compute-sanitizer", "--tool", "memcheck", sys.executable, "-m",
+                                "mambalab.gpu.pad_minus_one",
                                 f"--{mode}"], capture_output=True, text=True, timeout=600,
                                env=_env(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
             texts[mode] = r.stdout + r.stderr
@@ -383,7 +385,7 @@ def _env(**extra: str) -> dict:
     import os
 
     env = dict(os.environ, **extra)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "lib"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(mambalab.__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
     return env
 
 

@@ -27,6 +27,7 @@ from mambalab.viz.block_table import BlockTableView, analyse_block_table, descri
 from mambalab.viz.metadata import analyse_metadata, describe_metadata, draw_metadata
 from mambalab.viz.state_pool import analyse_state_pool, describe_state_pool, draw_state_pool, slot_summary
 from mambalab.viz.timeline import analyse_timeline, describe_timeline, draw_timeline, first_divergence
+from mambalab.viz.text import Text
 
 __all__ = [
     "PALETTE",

@@ -4,9 +4,9 @@ Run under compute-sanitizer (separate cudaMalloc per tensor, so the bytes just
 before the state pool belong to no allocation and memcheck can name them):
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \
-        python scripts/pad_minus_one_gpu.py --bug     # invalid __global__ read/write
+        python -m mambalab.gpu.pad_minus_one --bug     # invalid __global__ read/write
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck \
-        python scripts/pad_minus_one_gpu.py --fixed   # 0 errors
+        python -m mambalab.gpu.pad_minus_one --fixed   # 0 errors
 
 `--bug` pads the batch with PAD_SLOT_ID (-1) and launches the Mamba2
 selective-state-update kernel with the guard of the pad-minus-one world (a
