@@ -79,7 +79,7 @@ def test_random_dp2_workload_fixed_matches_reference(runs):
 @pytest.mark.cpu_only
 def test_illegal_access_on_rank_1_is_the_same_verdict(runs):
     (v, recs), (v_ref, recs_ref), _ = runs["crash"]
-    assert v.illegal is not None and v.illegal["rank"] == 1 and v.illegal["slot"] == -1
+    assert v.illegal is not None and v.illegal.rank == 1 and v.illegal.slot == -1
     assert v.to_dict() == v_ref.to_dict() and recs == recs_ref
 
 

@@ -3,7 +3,7 @@ seeds, and the verdict names the mechanism's signature."""
 
 import pytest
 
-from mambalab.lab.scenarios import replay, valid_bug_ids
+from mambalab.lab.scenarios import SCENARIOS, replay, valid_bug_ids
 
 SEEDS = [0, 1, 2]
 
@@ -13,7 +13,7 @@ SEEDS = [0, 1, 2]
 def test_pad_minus_one(seed):
     r = replay("pad-minus-one", seed=seed)
     assert r.exit_code == 1 and r.verdict.illegal is not None
-    assert r.verdict.illegal["slot"] == -1 and r.verdict.illegal["row"] == 3  # the padded row
+    assert r.verdict.illegal.slot == -1 and r.verdict.illegal.row == 3  # the padded row
     assert "reached address arithmetic" in " ".join(r.signatures)
     assert replay("pad-minus-one", fixed=True, seed=seed).exit_code == 0
 
@@ -42,7 +42,7 @@ def test_guard_lt_zero(seed):
 @pytest.mark.parametrize("seed", SEEDS[:2])
 def test_spec_slots_capture_crash(part, seed):
     r = replay(part, seed=seed)
-    assert r.exit_code == 1 and "capture" in r.verdict.crash
+    assert r.exit_code == 1 and r.verdict.crash.kind == "startup" and "capture" in r.verdict.summary()
     assert replay(part, fixed=True, seed=seed).exit_code == 0
 
 
@@ -55,7 +55,7 @@ def test_spec_slots_gather_wrong_start_state(seed):
 
 def test_spec_slots_whole_bug_crashes_at_capture():
     r = replay("spec-slots")
-    assert r.exit_code == 1 and "missing speculative columns" in r.verdict.crash
+    assert r.exit_code == 1 and "missing speculative columns" in r.verdict.crash.message
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -90,4 +90,4 @@ def test_zero_accepted(seed):
 
 def test_every_catalogue_bug_has_a_scenario():
     for bug in valid_bug_ids():
-        assert replay.__module__ and bug.split("/")[0] in __import__("mambalab.lab.scenarios").scenarios.SCENARIOS
+        assert bug.split("/")[0] in SCENARIOS

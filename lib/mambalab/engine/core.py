@@ -112,6 +112,14 @@ class EngineCrash(RuntimeError):
         super().__init__(f"step {step}, rank {rank}: {type(error).__name__}: {error}")
 
 
+class EngineDidNotFinish(RuntimeError):
+    """The workload still had work after ``max_steps`` steps (a hang, as the hunter counts it)."""
+
+    def __init__(self, max_steps: int):
+        self.max_steps = max_steps
+        super().__init__(f"the workload did not finish within {max_steps} steps")
+
+
 class Engine:
     """All DP ranks in this process (default), or only ``dp_ranks`` (one per process in
     ``mambalab.engine.dp_launcher``; ``device``: where this process's model and pools live)."""
@@ -294,9 +302,9 @@ class Engine:
         """Step until every request is done (or ``max_steps``)."""
         while self.has_work():
             if self.step >= max_steps:
-                raise RuntimeError(f"the workload did not finish within {max_steps} steps")
+                raise EngineDidNotFinish(max_steps)
             self.step_once()
 
 
-__all__ = ["Engine", "EngineConfig", "EngineCrash", "Add", "Abort", "Preempt", "RequestResult",
+__all__ = ["Engine", "EngineConfig", "EngineCrash", "EngineDidNotFinish", "Add", "Abort", "Preempt", "RequestResult",
            "IllegalMemoryAccess", "Rank", "build_rank"]

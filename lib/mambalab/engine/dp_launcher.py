@@ -40,7 +40,8 @@ import torch.distributed as dist
 from mambalab.lab.bugs import BugConfig
 from mambalab.engine.core import Add, Engine, EngineConfig, EngineCrash, Event, RequestResult
 from mambalab.worker.model_runner import StepRecord
-from mambalab.lab.reference import Verdict, judge
+from mambalab.lab.reference import judge
+from mambalab.lab.verdict import Crash, Verdict
 from mambalab.lab.scenarios import ReplayResult, scenario_for, signatures
 from mambalab.lab.workload import Workload
 
@@ -187,7 +188,7 @@ def judge_reports(workload: Workload, reports: list[_RankReport], model) -> tupl
     reports = sorted(reports, key=lambda r: r.rank)
     startup = next((r.startup_error for r in reports if r.startup_error), None)
     if startup is not None:
-        return Verdict(ok=False, crash=f"at CUDA-graph capture (engine start-up): {startup}"), []
+        return Verdict(ok=False, crash=Crash.at_startup(startup)), []
     records = sorted((rec for r in reports for rec in r.records), key=lambda rec: (rec.step, rec.rank))
     crashed = [r for r in reports if r.crash_verdict is not None]
     if crashed:  # in-process the lowest rank crashes first: of that step only what it recorded is kept

@@ -32,17 +32,16 @@ import argparse
 import contextlib
 import json
 import random
-import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Callable, Iterator
 
 from mambalab.lab.bugs import BugConfig
-from mambalab.engine.core import Abort, Add, EngineConfig, Event, Preempt
+from mambalab.engine.core import Abort, Add, EngineConfig, EngineDidNotFinish, Event, Preempt
 from mambalab.worker.model_runner import RunnerConfig, StepRecord
 from mambalab.lab.planted import Plant
-from mambalab.lab.reference import Verdict
+from mambalab.lab.verdict import Crash, IllegalAccess, Verdict
 from mambalab.lab.workload import Workload
 
 VOCAB = 32  # the tiny model's vocabulary
@@ -196,27 +195,14 @@ def failure_kind(verdict: Verdict) -> str | None:
     if verdict.illegal is not None:
         return "illegal"
     if verdict.crash is not None:
-        return "hang" if verdict.crash.startswith("hang:") else "crash"
+        return "hang" if verdict.crash.kind == "unfinished" else "crash"
     return "divergence"
-
-
-def failure_step(verdict: Verdict) -> int:
-    """The step where the failure shows (0: at engine start-up)."""
-    if verdict.illegal is not None:
-        return int(verdict.illegal["step"])
-    if verdict.crash is not None:
-        m = re.search(r"\bstep (\d+)", verdict.crash)
-        return int(m.group(1)) if m else 0
-    d = verdict.first
-    return d.step if d is not None else verdict.steps
 
 
 def _gpu_fault(step: int, steps: int, message: str) -> Verdict:
     """A fault the GPU reported outside a step (without the step's record) as an illegal verdict;
     ``step`` 0 where the step is unknown (then ``steps`` is the run's limit)."""
-    return Verdict(ok=False, steps=steps, illegal=dict(
-        step=step, rank=None, kernel=None, row=None, op=None, arg=None, slot=None, index=None, num_slots=None,
-        message=message))
+    return Verdict(ok=False, steps=steps, illegal=IllegalAccess(step=step, rank=None, message=message))
 
 
 def _run_in_worker(workload: Workload, bugs: BugConfig, max_steps: int) -> tuple[Verdict, list[StepRecord]]:
@@ -259,16 +245,14 @@ def run(workload: Workload, bugs: BugConfig, max_steps: int = 200,
             try:
                 (verdict, records), healthy, error = shared_worker().call(_run_in_worker, workload, bugs, max_steps)
             except WorkerDied as e:
-                return Verdict(ok=False, crash=str(e)), []
+                return Verdict(ok=False, crash=Crash("worker", str(e))), []
             if not healthy and verdict.ok:  # the fault surfaced only at the worker's final check
                 return _gpu_fault(verdict.steps, verdict.steps, f"{error} (seen after the last step)"), records
             return verdict, records
         with plant if plant is not None else contextlib.nullcontext():
             return run_workload(workload, bugs, max_steps=max_steps)
-    except RuntimeError as e:
-        if "did not finish" not in str(e):
-            raise
-        return Verdict(ok=False, crash=f"hang: {e}", steps=max_steps), []
+    except EngineDidNotFinish as e:
+        return Verdict(ok=False, crash=Crash.unfinished(e.max_steps), steps=max_steps), []
 
 
 # ---------------------------------------------------------------------------
@@ -335,7 +319,7 @@ def measure(w: Workload, verdict: Verdict) -> tuple:
 
 def _truncate(w: Workload, verdict: Verdict, records: list[StepRecord]) -> Workload:
     """Cut the workload at the failure step: no later events, requests end by then."""
-    S = failure_step(verdict)
+    S = verdict.failure_step
     if S <= 0:
         return w
     produced: dict[str, int] = {}
@@ -568,7 +552,8 @@ def snippet(w: Workload, bugs: BugConfig, kind: str, plant: Plant | None = None)
                        + sorted(b for b in bugs.enabled if "/" in b and b.split("/")[0] not in bugs.enabled))
     lines = [
         "from mambalab.lab.bugs import BugConfig",
-        "from mambalab.engine.core import Abort, Add, EngineConfig, Preempt",
+        "from mambalab.engine.core import Abort, Add, EngineConfig, Preempt"
+        + (", EngineDidNotFinish" if kind == "hang" else ""),
         "from mambalab.worker.model_runner import RunnerConfig",
         "from mambalab.lab.scenarios import run_workload",
         "from mambalab.lab.workload import Workload",
@@ -585,8 +570,7 @@ def snippet(w: Workload, bugs: BugConfig, kind: str, plant: Plant | None = None)
         body += [
             "try:",
             "    run_workload(workload, bugs)",
-            "except RuntimeError as e:",
-            "    assert 'did not finish' in str(e)",
+            "except EngineDidNotFinish as e:",
             "    print('HANG:', e)",
             "else:",
             "    raise AssertionError('expected the workload not to finish')",
@@ -877,6 +861,6 @@ def main(argv: list[str] | None = None) -> int:
     return result.exit_code
 
 
-__all__ = ["FAILURE_KINDS", "drop_one_at_a_time", "Found", "HuntResult", "Shared", "ShrinkResult", "failure_kind", "failure_step", "hunt", "isolated",
+__all__ = ["FAILURE_KINDS", "drop_one_at_a_time", "Found", "HuntResult", "Shared", "ShrinkResult", "failure_kind", "hunt", "isolated",
            "main", "measure", "random_hunt_workload", "run", "shrink", "snippet", "step_list",
            "workload_seed"]

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from mambalab.lab.bugs import BUGS, BugConfig
 from mambalab.engine.core import Abort, Add, Engine, EngineConfig, EngineCrash, Event
 from mambalab.worker.model_runner import RunnerConfig, StepRecord
-from mambalab.lab.reference import Verdict, judge
+from mambalab.lab.reference import judge
+from mambalab.lab.verdict import Crash, Verdict
 from mambalab.lab.workload import Workload
 
 VOCAB = 32
@@ -150,12 +151,12 @@ def valid_bug_ids() -> list[str]:
 def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
     """Sentences naming the mechanism at work, read off the engine's step records."""
     out: list[str] = []
-    if verdict.illegal and verdict.illegal.get("kernel") is not None:
+    if verdict.illegal is not None and verdict.illegal.from_sanitizer:
         i = verdict.illegal
-        what = ("a padded row's -1 reached address arithmetic" if "state" in str(i["arg"])
+        what = ("a padded row's -1 reached address arithmetic" if "state" in str(i.arg)
                 else "column -1 of the index tensor was read (before its first element)")
-        out.append(f"step {i['step']}: {i['kernel']} row {i['row']} {i['op']} of {i['arg']} at "
-                   f"slot {i['slot']}: {what}")
+        out.append(f"step {i.step}: {i.kernel} row {i.row} {i.op} of {i.arg} at "
+                   f"slot {i.slot}: {what}")
     for r in records:
         if r.kind == "step" and r.mode == "FULL" and r.padded_rows_prefilling and not r.refreshed:
             out.append(f"step {r.step}, rank {r.rank}: padded row(s) {r.padded_rows_prefilling} classified "
@@ -179,7 +180,7 @@ def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
             out.append(f"step {r.step}, rank {r.rank}: the null block (0) is no longer zero: "
                        f"padded rows wrote into it")
             break
-    if verdict.crash and "capture" in verdict.crash:
+    if verdict.crash is not None and verdict.crash.kind == "startup":
         out.append("crash while capturing CUDA graphs at start-up")
     return out
 
@@ -212,7 +213,7 @@ def run_workload(workload: Workload, bugs: BugConfig, max_steps: int = 200) -> t
     try:
         engine = Engine(workload.cfg, bugs)
     except Exception as e:  # noqa: BLE001 - e.g. a graph that cannot be captured
-        return Verdict(ok=False, crash=f"at CUDA-graph capture (engine start-up): {type(e).__name__}: {e}"), []
+        return Verdict(ok=False, crash=Crash.at_startup(e)), []
     engine.schedule_events(workload.events)
     try:
         engine.run(max_steps)
