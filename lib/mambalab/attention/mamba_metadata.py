@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mambalab.lab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig, resolve
 from mambalab.device import DEVICE
 from mambalab.core.kv_cache_interface import MambaSpec
 from mambalab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
@@ -81,7 +81,7 @@ class MambaAttentionMetadataBuilder:
                 f"equal num_speculative_tokens={num_speculative_tokens}"
             )
         self.spec = kv_cache_spec
-        self.bugs = bugs if bugs is not None else BugConfig()
+        self.bugs = resolve(bugs)
         self.mode = kv_cache_spec.mamba_cache_mode
         self.block_size = kv_cache_spec.block_size
         self.num_spec = num_speculative_tokens

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import torch
 
-from mambalab.lab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig, resolve
 
 if TYPE_CHECKING:
     from mambalab.worker.input_batch import InputBatch
@@ -193,7 +193,7 @@ def build_attention_metadata(
     ``num_reqs`` unless ``stale-is-prefilling`` is on. The dummy run calls
     this with ``num_reqs == num_reqs_padded``: nothing is null-filled then.
     """
-    bugs = bugs if bugs is not None else input_batch.bugs
+    bugs = resolve(bugs)
     if not 0 <= num_reqs <= num_reqs_padded <= input_batch.max_num_reqs:
         raise ValueError(
             f"need 0 <= num_reqs ({num_reqs}) <= num_reqs_padded ({num_reqs_padded}) <= "

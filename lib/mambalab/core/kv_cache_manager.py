@@ -55,7 +55,7 @@ import struct
 from typing import Callable, Sequence
 
 from mambalab.core.block_pool import BlockPool
-from mambalab.lab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig, resolve
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.core.kv_cache_interface import MambaSpec
 from mambalab.core.request import Request
@@ -127,7 +127,7 @@ class KVCacheManager:
         self.num_speculative_blocks = kv_cache_spec.num_speculative_blocks
         self.max_model_len = max_model_len
         self.num_speculative_tokens = num_speculative_tokens
-        self.bugs = bugs if bugs is not None else BugConfig()
+        self.bugs = resolve(bugs)
         # Prefix caching: "all" mode by default; the engine turns it off where its
         # blocks would not hold block-boundary states (speculative decoding).
         self.enable_caching = (self.mamba_cache_mode == "all") if enable_caching is None else (

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import torch
 
-from mambalab.lab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig, resolve
 from mambalab.device import DEVICE
 from mambalab.model.drafter import OracleDrafter
 from mambalab.core.kv_cache_manager import KVCacheManager
@@ -128,7 +128,7 @@ class Engine:
                  model: TinyHybridModel | None = None, *, dp_ranks: Sequence[int] | None = None,
                  device: torch.device | str | None = None) -> None:
         self.cfg = cfg or EngineConfig()
-        self.bugs = bugs if bugs is not None else BugConfig()
+        self.bugs = resolve(bugs)
         rc = self.cfg.runner
         if self.cfg.data_parallel_size < 1:
             raise ValueError(f"data_parallel_size must be >= 1, got {self.cfg.data_parallel_size}")

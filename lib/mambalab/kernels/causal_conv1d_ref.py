@@ -42,16 +42,6 @@ def parse_activation(activation) -> bool:
     )
 
 
-def slot_is_live(slot: int, null_block_id: int, guard: GuardMode) -> bool:
-    """The host-side twin of ``mambalab.kernels.common.is_live_slot``."""
-    guard = GuardMode(guard)
-    if guard == GuardMode.NULL:
-        return slot > null_block_id
-    if guard == GuardMode.NEGATIVE:
-        return slot >= 0
-    return True
-
-
 def causal_conv1d_update_ref(
     x: torch.Tensor,
     conv_state: torch.Tensor,
@@ -126,7 +116,7 @@ def causal_conv1d_update_ref(
         slot = slots[b]
         x_b = x_rows[b]
         seqlen = x_b.shape[0]
-        if not slot_is_live(slot, null_block_id, guard):
+        if not GuardMode(guard).is_live(slot, null_block_id):
             out_rows[b].zero_()  # a padded row's output is zeros; its state is untouched
             continue
         if not 0 <= slot < num_slots:
@@ -166,4 +156,4 @@ def causal_conv1d_update_ref(
     return out
 
 
-__all__ = ["causal_conv1d_update_ref", "parse_activation", "slot_is_live"]
+__all__ = ["causal_conv1d_update_ref", "parse_activation"]

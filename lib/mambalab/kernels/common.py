@@ -10,7 +10,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from mambalab.lab.bugs import BugConfig, active
+from mambalab.lab.bugs import BugConfig, resolve
 
 @triton.jit
 def is_live_slot(idx, null_block_id, GUARD: tl.constexpr):
@@ -33,12 +33,12 @@ def is_live_slot(idx, null_block_id, GUARD: tl.constexpr):
 
 def guard_for(bugs: BugConfig | None) -> int:
     """The guard constexpr for a launch: from ``bugs``, else the active config."""
-    return int((bugs if bugs is not None else active()).kernel_guard)
+    return int(resolve(bugs).kernel_guard)
 
 
 def clamp_for(bugs: BugConfig | None) -> bool:
     """Whether kernels bound the state column ``num_accepted - 1`` (fixed #48475)."""
-    return (bugs if bugs is not None else active()).clamp_accepted
+    return resolve(bugs).clamp_accepted
 
 
 __all__ = ["is_live_slot", "guard_for", "clamp_for"]

@@ -208,15 +208,6 @@ def validate_gdn_inputs(
     return GDNShapes(B=B, T=T, H=H, HV=HV, K=K, V=V, N=N, varlen=varlen, index_columns=columns)
 
 
-def _is_live(idx: int, guard: GuardMode, null_block_id: int) -> bool:
-    """Python twin of ``mambalab.kernels.common.is_live_slot``."""
-    if guard == GuardMode.NULL:
-        return idx > null_block_id
-    if guard == GuardMode.NEGATIVE:
-        return idx >= 0
-    return True
-
-
 def _slot(state: torch.Tensor, idx: int, what: str) -> torch.Tensor:
     """``state[idx]``, refusing what a GPU would fault on instead of wrapping negatives."""
     if not 0 <= idx < state.shape[0]:
@@ -297,7 +288,7 @@ def fused_recurrent_gated_delta_rule_ref(
             load_slot = int(idx[n, col])
         else:
             load_slot = int(idx[n])
-        if idx is not None and not _is_live(load_slot, guard, null_block_id):
+        if idx is not None and not GuardMode(guard).is_live(load_slot, null_block_id):
             continue  # skipped: output rows (and fresh final-state rows) stay zero
 
         if initial_state is None:
@@ -325,7 +316,7 @@ def fused_recurrent_gated_delta_rule_ref(
                 col = t - bos
                 if col < idx.shape[1]:
                     store_slot = int(idx[n, col])
-                    if _is_live(store_slot, guard, null_block_id):
+                    if GuardMode(guard).is_live(store_slot, null_block_id):
                         _slot(initial_state, store_slot, f"sequence {n} token {col}: store").copy_(h)
 
         if in_place and not per_token_slots:

@@ -356,16 +356,6 @@ def prepare_ssu_inputs(
     )
 
 
-def is_live(idx: int, guard: GuardMode, null_block_id: int = NULL_BLOCK_ID) -> bool:
-    """Python twin of :func:`mambalab.kernels.common.is_live_slot`."""
-    guard = GuardMode(guard)
-    if guard == GuardMode.NULL:
-        return idx > null_block_id
-    if guard == GuardMode.NEGATIVE:
-        return idx >= 0
-    return True
-
-
 def _slot(state: torch.Tensor, idx: int, what: str) -> torch.Tensor:
     """``state[idx]``, refusing what a GPU would fault on instead of wrapping negatives."""
     if not 0 <= idx < state.shape[0]:
@@ -428,7 +418,7 @@ def selective_state_update_ref(
             if p.num_accepted_tokens is not None:
                 col = min(max(int(p.num_accepted_tokens[r]) - 1, 0), p.src.shape[1] - 1)
             load_slot = int(p.src[r, col])
-            if not is_live(load_slot, guard, null_block_id):
+            if not GuardMode(guard).is_live(load_slot, null_block_id):
                 p.out[bos:eos] = 0  # a padded row: zero output, nothing read or stored
                 continue
         h = _slot(p.state, load_slot, f"request {r}: load").float().clone()  # (nheads, P, N)
@@ -459,7 +449,7 @@ def selective_state_update_ref(
                 store_slot = r
             elif t < p.dst.shape[1]:
                 store_slot = int(p.dst[r, t])
-                if not is_live(store_slot, guard, null_block_id):
+                if not GuardMode(guard).is_live(store_slot, null_block_id):
                     continue  # a null column: this token's state is not kept
             else:
                 continue  # no column for this token
@@ -471,7 +461,6 @@ def selective_state_update_ref(
 __all__ = [
     "SSUProblem",
     "prepare_ssu_inputs",
-    "is_live",
     "selective_state_update_ref",
     "STATE_DTYPES",
     "INDEX_DTYPES",

@@ -203,6 +203,15 @@ class GuardMode(enum.IntEnum):
     NEGATIVE = 1
     NONE = 2
 
+    def is_live(self, slot: int, null_block_id: int = NULL_BLOCK_ID) -> bool:
+        """Whether a kernel under this guard loads/stores state at ``slot``: the host-side twin
+        of :func:`mambalab.kernels.common.is_live_slot`, used by the references and drawings."""
+        if self is GuardMode.NULL:
+            return slot > null_block_id
+        if self is GuardMode.NEGATIVE:
+            return slot >= 0
+        return True
+
 
 @dataclass(frozen=True)
 class BugConfig:
@@ -283,6 +292,12 @@ def active() -> BugConfig:
     return _ACTIVE.get()
 
 
+def resolve(bugs: BugConfig | None) -> BugConfig:
+    """The one rule for a missing configuration: the one given, else the active one
+    (``BugConfig()``, every fix on, unless a ``with use(...)`` block says otherwise)."""
+    return bugs if bugs is not None else _ACTIVE.get()
+
+
 @contextlib.contextmanager
 def use(config: BugConfig) -> Iterator[BugConfig]:
     """Run a block with ``config`` as the active configuration."""
@@ -295,4 +310,4 @@ def use(config: BugConfig) -> Iterator[BugConfig]:
         _ACTIVE.reset(token)
 
 
-__all__ = ["Bug", "BUGS", "CATALOGUE", "BugConfig", "GuardMode", "active", "use"]
+__all__ = ["Bug", "BUGS", "CATALOGUE", "BugConfig", "GuardMode", "active", "resolve", "use"]

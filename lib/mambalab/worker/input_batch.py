@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from mambalab.worker.block_table import MultiGroupBlockTable
-from mambalab.lab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig, resolve
 from mambalab.device import DEVICE
 from mambalab.core.kv_cache_interface import KVCacheSpec
 
@@ -70,7 +70,7 @@ class InputBatch:
         self.max_num_reqs = max_num_reqs
         self.max_model_len = max_model_len
         self.max_num_batched_tokens = max_num_batched_tokens
-        self.bugs = bugs if bugs is not None else BugConfig()
+        self.bugs = resolve(bugs)
 
         self._req_ids: list[str | None] = []
         self.req_id_to_index: dict[str, int] = {}

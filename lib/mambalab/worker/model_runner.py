@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from mambalab.lab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig, resolve
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.worker.cuda_graph import CapturedGraph
 from mambalab.worker.cudagraph_dispatcher import BatchDescriptor, CUDAGraphMode, default_capture_sizes, dispatch
@@ -98,7 +98,7 @@ class ModelRunner:
             )
         self.model = model
         self.cfg = cfg
-        self.bugs = bugs if bugs is not None else BugConfig()
+        self.bugs = resolve(bugs)
         self.rank = rank
         self.device = torch.device(device)
         spec = cfg.kv_cache_spec()

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from mambalab.worker.buffers import CpuGpuBuffer
-from mambalab.lab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig, resolve
 from mambalab.constants import PAD_SLOT_ID
 from mambalab.device import DEVICE
 from mambalab.worker.input_batch import InputBatch
@@ -115,7 +115,7 @@ class RunnerBuffers:
         it has ``num_reqs == num_reqs_padded``, so dummy rows use whatever
         their block-table rows hold on the device.
         """
-        bugs = bugs if bugs is not None else input_batch.bugs
+        bugs = resolve(bugs)
         if num_tokens < 1 or uniform_decode_query_len < 1:
             raise ValueError(f"num_tokens={num_tokens} and uniform_decode_query_len must be positive")
         num_reqs = min(max(num_tokens // uniform_decode_query_len, 1), max_num_seqs)
