@@ -45,7 +45,16 @@ memcheck's role:
   :class:`SanitizerUnsupported` is raised rather than running unguarded.
 
 Hooks are installed only while a sanitized launch runs and are removed when
-it returns or raises. The interpreter itself is single-threaded (one global
+it returns or raises. With them, :mod:`mambalab.lab.interpreter_cache` stops
+the interpreter from repeating per-call work whose answer cannot change within
+a launch (re-patching the language at every device-function call, rebuilding
+its dtype table); the report types live in :mod:`mambalab.lab.sanitizer_report`.
+
+Cost: every check is one set of NumPy operations over all lanes of a load or
+store (no per-lane Python), and what depends only on the launch (the kernel's
+signature, each argument's identity key) is computed once per launch or once
+per kernel; the sanitizer's own code is a few percent of a replay
+(``docs/speed.md``). The interpreter itself is single-threaded (one global
 builder), so sanitized launches are serialised by a lock.
 
 Known limits: a pointer converted to an integer inside a kernel shows its tag;
@@ -64,12 +73,20 @@ import os
 import re
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from mambalab.device import INTERPRET
+from mambalab.lab import interpreter_cache
+from mambalab.lab.sanitizer_report import (
+    Access,
+    AccessLog,
+    IllegalMemoryAccess,
+    SanitizerUnsupported,
+    Violation,
+)
 
 _ENV = "MAMBALAB_SANITIZER"
 _OFF_VALUES = ("0", "false", "off", "no")
@@ -103,199 +120,6 @@ _LEADING_PARAMS = {
 # Where illegal and masked-off lanes point: a private, aligned scratch area.
 _SCRATCH = np.zeros(128, dtype=np.uint8)
 _SAFE_ADDRESS = (_SCRATCH.ctypes.data + 63) // 64 * 64
-
-
-class IllegalMemoryAccess(RuntimeError):
-    """A sanitized launch loaded or stored outside the tensor its pointer came from.
-
-    The CPU counterpart of CUDA's illegal-address error as reported by
-    compute-sanitizer memcheck. The attributes describe the first violation;
-    ``violations`` lists every one recorded in the launch.
-    """
-
-    def __init__(self, violations: list["Violation"], total: int | None = None):
-        if not violations:
-            raise ValueError("IllegalMemoryAccess needs at least one violation")
-        self.violations = list(violations)
-        self.total = len(self.violations) if total is None else int(total)
-        first = self.violations[0]
-        self.kernel = first.kernel
-        self.pid = first.pid
-        self.row = first.row
-        self.op = first.op
-        self.arg = first.arg
-        self.index = first.index
-        self.slot = first.slot
-        self.num_slots = first.num_slots
-        self.numel = first.numel
-        super().__init__(self._message())
-
-    def _message(self) -> str:
-        first = self.violations[0]
-        n = self.total
-        lines = [
-            f"illegal memory access in kernel '{first.kernel}' "
-            f"({n} invalid access{'es' if n != 1 else ''} caught by the mambalab sanitizer): "
-            + first.describe()
-        ]
-        shown = self.violations[1:8]
-        for v in shown:
-            lines.append("  also: " + v.describe())
-        rest = n - 1 - len(shown)
-        if rest > 0:
-            lines.append(f"  ... and {rest} more")
-        return "\n".join(lines)
-
-
-class SanitizerUnsupported(RuntimeError):
-    """The installed Triton's interpreter does not have the shape the hooks rely on."""
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One load or store of one program that left its tensor.
-
-    ``index`` is the first offending element relative to the tensor's first
-    element (``data_ptr``) in units of its dtype, ``slot`` the dim-0 index of
-    that element (``index // stride(0)`` for a slot pool), ``slots`` every
-    offending slot of this access and ``lanes`` how many lanes were illegal.
-    ``arg`` is None for a pointer not derived from any tensor argument.
-    """
-
-    kernel: str
-    pid: tuple[int, int, int]
-    row: int
-    op: str
-    arg: str | None
-    index: int | None
-    slot: int | None
-    num_slots: int | None
-    numel: int | None
-    shape: tuple[int, ...] | None
-    address: int
-    nbytes: int
-    lanes: int
-    slots: tuple[int, ...] = ()
-    aliases: tuple[str, ...] = ()
-
-    def describe(self) -> str:
-        size = f"{self.nbytes} byte{'s' if self.nbytes != 1 else ''}"
-        who = f"by program {self.pid}, row {self.row}"
-        lanes = f"{self.lanes} lane{'s' if self.lanes != 1 else ''}"
-        if self.arg is None:
-            return (
-                f"invalid {self.op} of {size} at address {self.address:#x} {who}: the pointer is "
-                f"not derived from any tensor argument of the launch ({lanes})"
-            )
-        prep = {"load": "from", "store": "to"}.get(self.op, "on")
-        also = f" (also passed as {', '.join(repr(a) for a in self.aliases)})" if self.aliases else ""
-        if len(self.slots) > 1:
-            more = list(self.slots[:8])
-            lanes += f", slots {more}{' ...' if len(self.slots) > 8 else ''}"
-        return (
-            f"invalid {self.op} of {size} {prep} '{self.arg}'{also} at element {self.index} "
-            f"(slot {self.slot}) {who}: outside the tensor ('{self.arg}' has {self.num_slots} "
-            f"slot{'s' if self.num_slots != 1 else ''}, {self.numel} elements, shape "
-            f"{self.shape}); {lanes}"
-        )
-
-
-@dataclass(frozen=True)
-class Access:
-    """What one load or store of one program did to one tensor argument."""
-
-    kernel: str
-    pid: tuple[int, int, int]
-    row: int
-    op: str
-    arg: str | None
-    slots: tuple[int, ...]
-    elements: int
-    legal: bool
-
-
-@dataclass
-class AccessLog:
-    """Accesses and violations of the sanitized launches inside a ``recording()`` block."""
-
-    accesses: list[Access] = field(default_factory=list)
-    violations: list[Violation] = field(default_factory=list)
-    kernels: list[str] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.accesses)
-
-    def __iter__(self) -> Iterator[Access]:
-        return iter(self.accesses)
-
-    def clear(self) -> None:
-        self.accesses.clear()
-        self.violations.clear()
-        self.kernels.clear()
-
-    def select(
-        self,
-        arg: str | None = None,
-        op: str | None = None,
-        *,
-        kernel: str | None = None,
-        legal: bool | None = None,
-    ) -> list[Access]:
-        """The accesses matching every filter given (None matches all).
-
-        ``arg`` is the kernel parameter's name; ``"state"`` also matches ``"state_ptr"``.
-        """
-        return [
-            a
-            for a in self.accesses
-            if (arg is None or a.arg == arg or a.arg == f"{arg}_ptr")
-            and (op is None or a.op == op)
-            and (kernel is None or a.kernel == kernel)
-            and (legal is None or a.legal == legal)
-        ]
-
-    def slots(
-        self,
-        arg: str,
-        op: str | None = None,
-        *,
-        kernel: str | None = None,
-        legal: bool | None = None,
-    ) -> dict[int, set[int]]:
-        """``{row: slots of arg touched by that row}`` (op 'load', 'store', 'atomic' or all)."""
-        out: dict[int, set[int]] = {}
-        for a in self.select(arg, op, kernel=kernel, legal=legal):
-            out.setdefault(a.row, set()).update(a.slots)
-        return out
-
-    def programs(
-        self,
-        arg: str,
-        op: str | None = None,
-        *,
-        kernel: str | None = None,
-        legal: bool | None = None,
-    ) -> dict[tuple[int, int, int], set[int]]:
-        """``{program id: slots of arg touched by that program}``."""
-        out: dict[tuple[int, int, int], set[int]] = {}
-        for a in self.select(arg, op, kernel=kernel, legal=legal):
-            out.setdefault(a.pid, set()).update(a.slots)
-        return out
-
-    def rows_by_slot(
-        self,
-        arg: str,
-        op: str | None = None,
-        *,
-        kernel: str | None = None,
-        legal: bool | None = None,
-    ) -> dict[int, set[int]]:
-        """``{slot: rows that touched it}``: a slot with two writer rows is a race."""
-        out: dict[int, set[int]] = {}
-        for a in self.select(arg, op, kernel=kernel, legal=legal):
-            for s in a.slots:
-                out.setdefault(s, set()).add(a.row)
-        return out
 
 
 # ---------------------------------------------------------------------------
@@ -499,9 +323,14 @@ class _Entry:
         return np.zeros_like(elems)
 
 
+_SIGNATURES: dict[Callable, inspect.Signature] = {}
+
+
 def _flatten_params(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
     """``(name, tensor)`` for every tensor reachable from the launch's arguments."""
-    sig = inspect.signature(fn)
+    sig = _SIGNATURES.get(fn)
+    if sig is None:
+        sig = _SIGNATURES[fn] = inspect.signature(fn)
     known = {k: v for k, v in kwargs.items() if k in sig.parameters}
     try:
         bound = sig.bind_partial(*args, **known)
@@ -554,6 +383,7 @@ class _Launch:
         self.by_tag: dict[int, _Entry] = {}
         self.violations: list[Violation] = []
         self.total = 0
+        self.param_keys: list[tuple[str, tuple, tuple]] | None = None
 
     # -- tagging -------------------------------------------------------------
     def entry_for(self, arg: Any) -> _Entry:
@@ -562,10 +392,12 @@ class _Launch:
         entry = self.by_key.get(key)
         if entry is not None:
             return entry
-        names = tuple(n for n, p in self.params if _key(p) == key)
+        if self.param_keys is None:
+            self.param_keys = [(n, _key(p), _layout(p)) for n, p in self.params]
+        names = tuple(n for n, k, _ in self.param_keys if k == key)
         if not names:
             layout = _layout(t)
-            names = tuple(n for n, p in self.params if _layout(p) == layout)
+            names = tuple(n for n, _, lay in self.param_keys if lay == layout)
             if len(names) != 1:
                 names = ()
         tag = len(self.by_tag) + 1
@@ -588,21 +420,46 @@ class _Launch:
         return tuple(int(i) for i in idx)  # type: ignore[return-value]
 
     def guard(self, builder: Any, op: str, ptrs: Any, mask: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Untagged addresses and mask for the lanes that may touch memory."""
-        p = np.asarray(ptrs.data, dtype=np.uint64)
+        """Untagged addresses and mask for the lanes that may touch memory.
+
+        One pass of NumPy over all lanes. The common case (every active lane
+        carries one argument's tag and stays inside it, nothing recorded)
+        returns after a single bounds comparison; anything else takes the
+        general path, which groups lanes by tag and notes each violation.
+        """
+        p = ptrs.data
+        if not isinstance(p, np.ndarray) or p.dtype != np.uint64:
+            p = np.asarray(p, dtype=np.uint64)
         if mask is None:
-            m = np.ones(p.shape, dtype=bool)
+            m = None
         else:
             mdata = mask if isinstance(mask, np.ndarray) else mask.data
-            m = np.broadcast_to(np.asarray(mdata, dtype=bool), p.shape)
+            m = np.asarray(mdata, dtype=bool)
+            if m.shape != p.shape:
+                m = np.broadcast_to(m, p.shape)
+            if not m.any():
+                return np.full(p.shape, _SAFE_ADDRESS, dtype=np.uint64), np.zeros(p.shape, dtype=bool)
         elt = ptrs.get_element_ty()
         nbytes = max(1, int(elt.primitive_bitwidth) // 8)
-        out_ptr = np.full(p.shape, _SAFE_ADDRESS, dtype=np.uint64)
-        out_mask = np.zeros(p.shape, dtype=bool)
-        if not m.any():
-            return out_ptr, out_mask
         tags = (p + _U_HALF) >> _U_SHIFT
         addr = (p - (tags << _U_SHIFT)).view(np.int64)
+        if not self.logs:
+            active = tags if m is None else tags[m]
+            tag = int(active.min())
+            entry = self.by_tag.get(tag) if tag == int(active.max()) else None
+            if entry is not None:
+                ok = (addr >= entry.lo) & (addr <= entry.hi - nbytes)
+                if m is None:
+                    if ok.all():
+                        return addr.view(np.uint64), ok
+                else:
+                    ok &= m
+                    if np.array_equal(ok, m):
+                        return np.where(ok, addr.view(np.uint64), np.uint64(_SAFE_ADDRESS)), ok
+        if m is None:
+            m = np.ones(p.shape, dtype=bool)
+        out_ptr = np.full(p.shape, _SAFE_ADDRESS, dtype=np.uint64)
+        out_mask = np.zeros(p.shape, dtype=bool)
         active_tags = tags[m]
         lo_t, hi_t = int(active_tags.min()), int(active_tags.max())
         groups = [lo_t] if lo_t == hi_t else [int(t) for t in np.unique(active_tags)]
@@ -739,10 +596,16 @@ _BUILDER_HOOKS = {
 }
 
 
-def _int1():
-    import triton.language as tl
+_INT1: Any = None
 
-    return tl.int1
+
+def _int1():
+    global _INT1
+    if _INT1 is None:
+        import triton.language as tl
+
+        _INT1 = tl.int1
+    return _INT1
 
 
 def _install() -> None:
@@ -756,6 +619,7 @@ def _install() -> None:
         setattr(builder_cls, name, hook)
     _ORIGINALS["_implicit_cvt"] = interp._implicit_cvt
     interp._implicit_cvt = _hook_implicit_cvt
+    interpreter_cache.install(interp)
 
 
 def _uninstall() -> None:
@@ -766,6 +630,7 @@ def _uninstall() -> None:
         setattr(interp.InterpreterBuilder, name, _ORIGINALS[name])
     interp._implicit_cvt = _ORIGINALS["_implicit_cvt"]
     _ORIGINALS.clear()
+    interpreter_cache.uninstall()
 
 
 def hooks_installed() -> bool:
@@ -775,6 +640,7 @@ def hooks_installed() -> bool:
     return (
         _INTERP._implicit_cvt is _hook_implicit_cvt
         or any(_INTERP.InterpreterBuilder.__dict__.get(n) is h for n, h in _BUILDER_HOOKS.items())
+        or interpreter_cache.installed()
     )
 
 
