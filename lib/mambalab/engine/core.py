@@ -18,8 +18,9 @@ runs one rank per OS process and all-reduces over ``torch.distributed`` between
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, ContextManager, Iterator, Sequence
 
 import torch
 
@@ -110,6 +111,15 @@ class EngineCrash(RuntimeError):
     def __init__(self, step: int, rank: int, error: BaseException):
         self.step, self.rank, self.error = step, rank, error
         super().__init__(f"step {step}, rank {rank}: {type(error).__name__}: {error}")
+
+
+@dataclass
+class StepOutcome:
+    """One step of :meth:`Engine.steps`: its number, the ranks' records, the crash that ended it."""
+
+    step: int
+    records: list[StepRecord]
+    crash: EngineCrash | None = None
 
 
 class EngineDidNotFinish(RuntimeError):
@@ -298,13 +308,36 @@ class Engine:
         col = 0 if rc.mamba_cache_mode == "none" else (req.num_computed_tokens - 1) // rc.block_size
         return rank.runner.state.read_slot(blocks[col]) if col < len(blocks) else None
 
-    def run(self, max_steps: int = 500) -> None:
-        """Step until every request is done (or ``max_steps``)."""
+    def steps(self, max_steps: int = 500,
+              around: Callable[[int], ContextManager] | None = None) -> Iterator[StepOutcome]:
+        """The engine's one step loop: yields each step's outcome until no work is left.
+
+        A crash inside a step ends the loop with an outcome that carries it;
+        work left after ``max_steps`` raises :class:`EngineDidNotFinish`.
+        ``around(step)``: a context each step runs inside (e.g. the sanitizer's
+        recording of that step's accesses). Scenarios, the workbook's tracer and
+        the panels all step through here.
+        """
         while self.has_work():
             if self.step >= max_steps:
                 raise EngineDidNotFinish(max_steps)
-            self.step_once()
+            crash: EngineCrash | None = None
+            records: list[StepRecord] = []
+            with around(self.step + 1) if around is not None else contextlib.nullcontext():
+                try:
+                    records = self.step_once()
+                except EngineCrash as c:
+                    crash = c
+            yield StepOutcome(self.step, records, crash)
+            if crash is not None:
+                return
+
+    def run(self, max_steps: int = 500) -> None:
+        """Step until every request is done (or ``max_steps``); a crash is raised."""
+        for outcome in self.steps(max_steps):
+            if outcome.crash is not None:
+                raise outcome.crash
 
 
-__all__ = ["Engine", "EngineConfig", "EngineCrash", "EngineDidNotFinish", "Add", "Abort", "Preempt", "RequestResult",
+__all__ = ["Engine", "EngineConfig", "EngineCrash", "EngineDidNotFinish", "StepOutcome", "Add", "Abort", "Preempt", "RequestResult",
            "IllegalMemoryAccess", "Rank", "build_rank"]

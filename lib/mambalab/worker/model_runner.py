@@ -22,6 +22,7 @@ block-table rows hold (#37728).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -34,7 +35,8 @@ from mambalab.device import DEVICE
 from mambalab.worker.input_batch import CachedRequestState, InputBatch
 from mambalab.core.kv_cache_interface import MambaSpec
 from mambalab.attention.mamba_metadata import MambaAttentionMetadata, MambaAttentionMetadataBuilder
-from mambalab.attention.metadata import build_attention_metadata, reorder_batch_to_split_decodes_and_prefills
+from mambalab.attention.metadata import (CommonAttentionMetadata, build_attention_metadata,
+                                         reorder_batch_to_split_decodes_and_prefills)
 from mambalab.model.tiny_hybrid import ModelState, TinyHybridModel
 from mambalab.worker.runner_inputs import RunnerBuffers
 from mambalab.core.sched.output import SchedulerOutput
@@ -86,6 +88,11 @@ class StepRecord:
     num_accepted: dict[str, int] = field(default_factory=dict)
     null_block_dirty: bool = False  # block 0 no longer all zeros after this step
     num_accepted_in: list[int] = field(default_factory=list)  # what the kernels got, per real row
+    scheduled: dict[str, int] = field(default_factory=dict)  # tokens scheduled per request this step
+    # Per kernel row: the state slots its gather window reads / writes that the guard lets through
+    # (a FULL graph runs every padded row over the persistent buffers, an eager step its decode rows).
+    kernel_reads: dict[int, list[int]] = field(default_factory=dict)
+    kernel_writes: dict[int, list[int]] = field(default_factory=dict)
 
 
 class ModelRunner:
@@ -123,6 +130,11 @@ class ModelRunner:
         self.mamba_state_idx: dict[str, int] = {}
         self.prev_step_anchor = torch.full((cfg.max_num_seqs,), -1, dtype=torch.int32, device=self.device)
         self.graphs: dict[int, CapturedGraph] = {}
+        self.graph_metadata: dict[int, MambaAttentionMetadata] = {}  # what each graph was captured over
+        # Called with (record, common metadata, Mamba metadata, builder) right after a step's metadata is
+        # built, before the kernels run: how the workbook's tracer and the panels see what the runner computed.
+        self.observer: Callable[[StepRecord, CommonAttentionMetadata | None, MambaAttentionMetadata,
+                                 MambaAttentionMetadataBuilder], None] | None = None
         self.last_record: StepRecord | None = None
         self.step_index = 0
         for size in self.capture_sizes:
@@ -148,6 +160,7 @@ class ModelRunner:
         if not md.cudagraph_buffers_refreshed:
             raise RuntimeError(f"capture of size {size}: the dummy batch was not an all-decode batch")
         self.graphs[size] = CapturedGraph(self._decode_body(md, size), size=size)
+        self.graph_metadata[size] = md
 
     # -- step ---------------------------------------------------------------------
     def _update_states(self, so: SchedulerOutput) -> None:
@@ -244,7 +257,9 @@ class ModelRunner:
                                          desc.num_tokens_padded, p.max_query_len, self.bugs)
         md = self.builder.build(cm, self.buffers.num_accepted_tokens.gpu, self.prev_step_anchor)
         record = self._record("step", desc, md, cm, list(ib.req_ids))
+        record.scheduled = dict(so.num_scheduled_tokens)
         self.last_record = record  # kept even if the step crashes below
+        self._observe(record, cm, md)
         if desc.cudagraph_mode is CUDAGraphMode.FULL:
             logits = self.graphs[desc.num_tokens_padded].replay()
             decode_logits, prefill_logits = logits, {}
@@ -286,6 +301,7 @@ class ModelRunner:
         desc = BatchDescriptor(num_tokens, num_reqs, num_tokens, num_reqs, True, uq, CUDAGraphMode.FULL)
         record = self._record("dummy", desc, md, None, [])
         self.last_record = record
+        self._observe(record, self._last_cm, md)
         self.graphs[num_tokens].replay()
         record.null_block_dirty = not self.state.slot_is_zero(NULL_BLOCK_ID)
         return record
@@ -398,6 +414,26 @@ class ModelRunner:
             for t in toks or ():
                 ib.append_output_token(rid, t)
 
+    def _observe(self, record: StepRecord, cm, md: MambaAttentionMetadata) -> None:
+        if self.observer is not None:
+            self.observer(record, cm, md, self.builder)
+
+    def _kernel_accesses(self, desc: BatchDescriptor, md: MambaAttentionMetadata
+                         ) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+        """Per kernel row, the slots of its read and write windows that the guard lets through:
+        :meth:`MambaAttentionMetadataBuilder.decode_state_slots` over the metadata the kernels
+        really see (a FULL graph: the tensors it was captured over, refreshed or not)."""
+        full = desc.cudagraph_mode is CUDAGraphMode.FULL
+        seen = self.graph_metadata[desc.num_tokens_padded] if full else md
+        n_rows = desc.num_reqs_padded if full else md.num_decodes
+        if not n_rows:
+            return {}, {}
+        src, dst, _ = self.builder.decode_state_slots(seen)
+        guard = self.bugs.kernel_guard
+        live = lambda t: {r: [int(x) for x in row if guard.is_live(int(x))]  # noqa: E731
+                          for r, row in enumerate((t[:, None] if t.dim() == 1 else t)[:n_rows].tolist())}
+        return ({r: v for r, v in live(src).items() if v}, {r: v for r, v in live(dst).items() if v})
+
     def _record(self, kind: str, desc: BatchDescriptor, md: MambaAttentionMetadata, cm, req_ids) -> StepRecord:
         cm = cm if cm is not None else self._last_cm
         n_real = desc.num_reqs
@@ -408,6 +444,7 @@ class ModelRunner:
         d = (self.builder.state_indices_tensor_d[: desc.num_reqs_padded]
              if desc.cudagraph_mode is CUDAGraphMode.FULL else md.state_indices_tensor_d)
         rows = lambda t: (t[:, None] if t.dim() == 1 else t).cpu().tolist()  # noqa: E731
+        reads, writes = self._kernel_accesses(desc, md)
         return StepRecord(
             step=self.step_index, rank=self.rank, kind=kind, mode=desc.cudagraph_mode.name,
             num_reqs=desc.num_reqs, num_reqs_padded=desc.num_reqs_padded, num_tokens=desc.num_tokens,
@@ -416,7 +453,7 @@ class ModelRunner:
             padded_rows_prefilling=padded_pref, state_slots=rows(d),
             intended_slots=rows(md.state_indices_tensor_d),
             num_accepted_in=self.buffers.num_accepted_tokens.np[: desc.num_reqs].tolist(),
-            block_table_rows=cm.block_table_tensor.cpu().tolist())
+            block_table_rows=cm.block_table_tensor.cpu().tolist(), kernel_reads=reads, kernel_writes=writes)
 
 
 __all__ = ["ModelRunner", "RunnerConfig", "StepRecord"]
