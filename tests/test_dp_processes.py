@@ -1,7 +1,12 @@
 """DP ranks as separate processes over torch.distributed (gloo on CPU): the stale-rows scenario
 and random DP-2 workloads get the in-process engine's verdicts and step records (an illegal
-access on rank 1 included); a rank that raises fails the whole run with its error, quickly."""
+access on rank 1 included); a rank that raises fails the whole run with its error, quickly.
+The GPU path's choices are checked here without a GPU (backend, each rank's environment and
+device, a planted kernel fault); tests/test_dp_gpus.py runs it on two GPUs."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import asdict
@@ -9,8 +14,9 @@ from dataclasses import asdict
 import pytest
 
 from mambalab.lab.bugs import BugConfig
-from mambalab.engine.dp_launcher import (DistributedRunError, route_events, run_workload_distributed,
-                                  run_workloads_distributed)
+from mambalab.engine import dp_launcher
+from mambalab.engine.dp_launcher import (PLANTED_BLOCK, DistributedRunError, backend_for, rank_env, route_events,
+                                         run_workload_distributed, run_workloads_distributed)
 from mambalab.engine.core import Abort, Add, Preempt
 from mambalab.lab.scenarios import run_workload, signatures, stale_rows
 from mambalab.lab.workload import Workload, random_workload
@@ -99,3 +105,65 @@ def test_a_rank_that_raises_fails_the_run():
         run_workload_distributed(stale_rows(0), BugConfig(), inject_fault=(1, 3), timeout_s=150)
     assert err.value.rank == 1 and "Traceback" in err.value.log
     assert time.monotonic() - t0 < 100  # reported when the rank died, not at the timeout
+
+
+def test_each_rank_reports_where_it_ran_and_its_graphs(runs):
+    run, _, _ = runs[(0, False)]
+    assert [g["rank"] for g in run.ranks] == [0, 1]
+    for g in run.ranks:
+        assert g["device"] == "cpu" and g["backend"] == "gloo" and g["captured"] == [1, 2, 4]
+        assert g["cuda_graphs"] == 0 and g["replays"] > 0  # the CPU's graphs are closures (cuda_graph.py)
+    assert "rank 1 on cpu (gloo)" in run.describe_ranks()[1]
+
+
+def test_backend_device_and_environment_per_rank():
+    assert backend_for("cpu") == "gloo" and backend_for("cuda") == "nccl"
+    with pytest.raises(ValueError):
+        backend_for("tpu")
+    base = {"NCCL_NVLS_ENABLE": "0", "PATH": "/bin"}
+    env = rank_env(1, 2, 29500, "cuda", base)
+    assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"], env["MASTER_PORT"]) == ("1", "1", "2", "29500")
+    assert env["MAMBALAB_DEVICE"] == "cuda" and env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "3"
+    assert env["NCCL_NVLS_ENABLE"] == "0"  # NVLink multicast stays off
+    kept = rank_env(0, 2, 29500, "cuda", {"NCCL_NVLS_ENABLE": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"})
+    assert kept["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"  # the machine's settings are never overridden
+    cpu = rank_env(0, 2, 29500, "cpu", {})
+    assert cpu["MAMBALAB_DEVICE"] == "cpu" and "NCCL_NVLS_ENABLE" not in cpu
+
+
+def test_cuda_needs_one_gpu_per_rank(monkeypatch):
+    monkeypatch.setattr(dp_launcher.torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match="needs 2 GPUs"):
+        run_workload_distributed(stale_rows(0), BugConfig(), device="cuda")
+
+
+def test_planted_kernel_fault_is_stopped_on_the_cpu():
+    """On the CPU the planted block id never reaches memory (on a GPU it faults: test_dp_gpus)."""
+    v, recs = run_workload_distributed(stale_rows(0), BugConfig(), inject_fault=(1, 5, "kernel"), timeout_s=150)
+    assert v.crash is not None and (v.crash.step, v.crash.rank) == (5, 1), v.summary()
+    assert PLANTED_BLOCK in recs[-1].block_table_rows[0] and recs[-1].rank == 1
+
+
+def test_cli_replay_dp_procs():
+    env = dict(os.environ, MAMBALAB_DEVICE="cpu")
+    r = subprocess.run([sys.executable, "-m", "mambalab", "replay", "stale-rows", "--dp-procs"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "DIVERGED: step 11: request D (rank 1)" in r.stdout
+    assert "rank 1 on cpu (gloo): 3 graphs" in r.stdout
+
+
+def test_a_rank_killed_without_a_report_is_named_with_its_cuda_error(tmp_path):
+    """NCCL's watchdog may abort a faulting rank before it writes its error: its log names it."""
+
+    class Proc:
+        def __init__(self, rc):
+            self.returncode = rc
+
+    logs = [tmp_path / "rank-0.log", tmp_path / "rank-1.log"]
+    logs[0].write_text("")
+    logs[1].write_text("...\nRuntimeError: CUDA error: an illegal memory access was encountered\nmore\n")
+    (tmp_path / "error-0.txt").write_text("peer\nPeerLost: all_reduce (control) failed (a peer is gone?)\n")
+    err = dp_launcher._failure([Proc(1), Proc(-6)], logs, tmp_path, "cuda")
+    assert err.rank == 1
+    assert str(err).startswith("rank 1 (cuda:1) failed: exited with code -6: CUDA error: an illegal memory access")

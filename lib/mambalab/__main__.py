@@ -28,8 +28,31 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if args.bug not in valid_bug_ids():
         print(f"unknown bug {args.bug!r}; valid ids: {', '.join(valid_bug_ids())}", file=sys.stderr)
         return 2
+    if args.dp_procs:
+        return _replay_dp_procs(args)
     result = replay(args.bug, fixed=args.fixed, seed=args.seed)
     print(json.dumps(result.to_dict(), indent=1, default=str) if args.json else result.report())
+    return result.exit_code
+
+
+def _replay_dp_procs(args: argparse.Namespace) -> int:
+    """``replay --dp-procs``: one OS process per DP rank (gloo on the CPU; NCCL, one GPU each, on CUDA)."""
+    from mambalab.engine.dp_launcher import DistributedRunError, replay_distributed_run
+
+    try:
+        result, run = replay_distributed_run(args.bug, fixed=args.fixed, seed=args.seed)
+    except ValueError as e:  # e.g. more DP ranks than GPUs
+        print(str(e), file=sys.stderr)
+        return 2
+    except DistributedRunError as e:
+        print(f"distributed run failed: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(dict(result.to_dict(), dp_ranks=run.ranks), indent=1, default=str))
+    else:
+        print(result.report())
+        for line in run.describe_ranks():
+            print(f"  {line}")
     return result.exit_code
 
 
@@ -45,15 +68,38 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(str(e), file=sys.stderr)
         return 2
-    verdict, records = run_workload(workload, bugs)
+    ranks: list[str] = []
+    if args.dp_procs:
+        from mambalab.engine.dp_launcher import DistributedRunError, run_workload_distributed
+
+        try:
+            run = run_workload_distributed(workload, bugs)
+        except ValueError as e:
+            print(str(e), file=sys.stderr)
+            return 2
+        except DistributedRunError as e:
+            print(f"distributed run failed: {e}", file=sys.stderr)
+            return 1
+        verdict, records, ranks = run.verdict, run.records, run.describe_ranks()
+    else:
+        verdict, records = run_workload(workload, bugs)
     if args.json:
-        print(json.dumps(dict(bugs=str(bugs), workload=workload.describe(), verdict=verdict.to_dict(),
-                              signatures=signatures(records, verdict)), indent=1, default=str))
+        out = dict(bugs=str(bugs), workload=workload.describe(), verdict=verdict.to_dict(),
+                   signatures=signatures(records, verdict))
+        if args.dp_procs:
+            out["dp_ranks"] = ranks
+        print(json.dumps(out, indent=1, default=str))
     else:
         print(f"{bugs}, seed {args.seed}: {verdict.summary()}")
         for line in signatures(records, verdict):
             print(f"  mechanism: {line}")
+        for line in ranks:
+            print(f"  {line}")
     return 0 if verdict.ok else 1
+
+
+_DP_PROCS_HELP = ("one OS process per DP rank over torch.distributed (gloo on the CPU; NCCL on CUDA, "
+                  "rank r on cuda:r, one GPU per rank)")
 
 
 def _maybe_switch_device(argv: list[str]) -> None:
@@ -101,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", choices=["cpu", "cuda"], help="where kernels run (sets MAMBALAB_DEVICE)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--dp-procs", action="store_true", help=_DP_PROCS_HELP)
     p = sub.add_parser("run", help="a random workload compared with the reference")
     p.add_argument("--requests", type=int, default=6)
     p.add_argument("--seed", type=int, default=0)
@@ -110,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bugs", default="", help="comma-separated bug ids to run with their pre-fix behaviour")
     p.add_argument("--device", choices=["cpu", "cuda"])
     p.add_argument("--json", action="store_true")
+    p.add_argument("--dp-procs", action="store_true", help=_DP_PROCS_HELP)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse: usage errors exit 2

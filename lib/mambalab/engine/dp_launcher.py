@@ -1,28 +1,43 @@
-"""Data-parallel ranks as separate OS processes over ``torch.distributed`` (gloo).
+"""Data-parallel ranks as separate OS processes over ``torch.distributed``: gloo on the CPU,
+NCCL on GPUs (one process per GPU).
 
 Mirrors vLLM's DP engine cores (``vllm/v1/engine/core.py`` ``DPEngineCoreProc``
 and its busy loop, ``vllm/v1/worker/dp_utils.py`` ``coordinate_batch_across_dp``):
-each process hosts one rank (its own scheduler, KV-cache manager, runner and
-state pools, as each DP rank owns a GPU) and every step
+each process hosts one rank (its own scheduler, KV-cache manager, runner, state
+pools and, on a GPU, its own CUDA graphs captured at start-up) and every step
 
-1. all-reduces (MAX) "has unfinished work" (``_has_global_unfinished_reqs``),
-   stopping when no rank has any (future events count as work);
+1. all-reduces (MAX) "has unfinished work" (``_has_global_unfinished_reqs``)
+   over the CPU group, stopping when no rank has any (future events count as work);
 2. schedules its own requests (``Engine.schedule_step``);
-3. all-reduces (MAX) its scheduled token count;
-4. executes padded to that count, or runs the dummy batch when it has nothing
-   (``Engine.execute_step``, the same code the in-process engine runs).
+3. all-reduces (MAX) its scheduled token count over the *device* group
+   (``coordinate_batch_across_dp``: NCCL on GPUs, as vLLM's default);
+4. executes padded to that count, or runs the dummy batch through its captured
+   FULL graph when it has nothing (``Engine.execute_step``, the same code the
+   in-process engine runs).
+
+Process groups (:class:`mambalab.engine.dp_group.DPGroup`): the default group carries the
+batch all-reduce (NCCL on GPUs, gloo on the CPU), and a gloo group beside it carries the
+control flags and the pickled results, as vLLM keeps a CPU group beside each device group.
+On GPUs rank ``r`` binds ``cuda:{LOCAL_RANK}`` (``torch.cuda.set_device`` before any CUDA
+work).
 
 At the end every rank's results and step records are gathered to rank 0 and
 judged there with :func:`mambalab.lab.reference.judge`, as the in-process engine is.
 The launcher starts ``python -m mambalab.engine.dp_launcher`` once per rank on a free
-loopback port and bounds the whole run: a rank that fails or hangs ends the
-run with :class:`DistributedRunError`, never a hang.
+loopback port (``env://`` rendezvous: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,
+LOCAL_RANK) and bounds the whole run: a rank that fails or hangs ends the run with
+:class:`DistributedRunError`, never a hang. On a GPU a fault in a kernel (a sticky
+CUDA error: the process's context is gone) ends that rank at once with the CUDA
+error; the launcher stops its peers, which may be blocked in an NCCL collective
+that will never complete (NCCL's own watchdog, ``TORCH_NCCL_ASYNC_ERROR_HANDLING``
+and the collective ``timeout``, is the backstop if the launcher itself is gone).
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -31,7 +46,6 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -44,9 +58,16 @@ from mambalab.lab.reference import judge
 from mambalab.lab.verdict import Crash, Verdict
 from mambalab.lab.scenarios import ReplayResult, scenario_for, signatures
 from mambalab.lab.workload import Workload
+from mambalab.engine.dp_group import CudaFault, DPGroup, PeerLost, backend_for, cuda_broken, init_groups
 
 _ADDR = "127.0.0.1"
 _GRACE_S = 3.0  # after a rank fails: time for its peers to notice and exit by themselves
+# A block id far past any pool (:func:`plant_bad_block`): on the CPU the first consumer stops it
+# (a bounds check, or the sanitizer); on a GPU the first kernel to dereference it faults (a
+# gather's bounds assert, or an address terabytes past the pool: slots are int64 in our kernels).
+PLANTED_BLOCK = 2**31 - 1
+# Kept as the machine has them (NVLink multicast off): set where absent, never overridden.
+_NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3"}
 
 
 class DistributedRunError(RuntimeError):
@@ -57,10 +78,6 @@ class DistributedRunError(RuntimeError):
         super().__init__(message)
 
 
-class _PeerLost(RuntimeError):
-    """A collective failed: most likely a peer died (the peer's own error is the cause)."""
-
-
 @dataclass
 class _Job:
     runs: list[tuple[Workload, BugConfig]]  # one after another, each on fresh engines
@@ -68,6 +85,8 @@ class _Job:
     timeout_s: float
     parent_pid: int
     inject_fault: tuple | None = None
+    device_type: str = "cpu"
+    collective_timeout_s: float = 60.0  # NCCL's per-collective timeout (its watchdog then tears down)
 
 
 @dataclass
@@ -81,6 +100,7 @@ class _RankReport:
     records: list[StepRecord] = field(default_factory=list)
     crash_step: int | None = None
     crash_verdict: Verdict | None = None  # judged where the crash happened (the error stays local)
+    graphs: dict = field(default_factory=dict)  # what the CUDA-graph layer did (:func:`graph_stats`)
 
 
 @dataclass
@@ -91,6 +111,40 @@ class _GatheredEngine:
     model: object
     step: int
     results: dict[str, RequestResult]
+
+
+@dataclass
+class DPRun:
+    """One distributed run: the verdict and step records (as the in-process engine gives them)
+    and, per rank, where it ran and what its graphs did (:func:`graph_stats`).
+
+    Unpacks as ``verdict, records = run`` (the pair :func:`mambalab.lab.scenarios.run_workload`
+    returns)."""
+
+    verdict: Verdict
+    records: list[StepRecord]
+    ranks: list[dict] = field(default_factory=list)
+
+    def __iter__(self):
+        return iter((self.verdict, self.records))
+
+    def describe_ranks(self) -> list[str]:
+        return [describe_graphs(g) for g in self.ranks]
+
+
+def graph_stats(engine: Engine | None, rank: int, device: torch.device, backend: str) -> dict:
+    """Rank ``rank``'s captured sizes, how many are real ``torch.cuda.CUDAGraph`` objects, and how
+    many times the steps (and dummy batches) replayed them."""
+    graphs = {} if engine is None else engine.ranks[0].runner.graphs
+    return dict(rank=rank, device=str(device), backend=backend, captured=sorted(graphs),
+                cuda_graphs=sum(g.graph is not None for g in graphs.values()),
+                replays=sum(g.num_replays for g in graphs.values()))
+
+
+def describe_graphs(g: dict) -> str:
+    kind = "real CUDA graphs" if g["cuda_graphs"] else "graphs (CPU closures, no CUDA)"
+    return (f"rank {g['rank']} on {g['device']} ({g['backend']}): {g['cuda_graphs'] or len(g['captured'])} "
+            f"{kind} captured (sizes {g['captured']}), {g['replays']} replays")
 
 
 # -- routing ---------------------------------------------------------------------------
@@ -113,36 +167,33 @@ def route_events(workload: Workload, rank: int) -> dict[int, list[Event]]:
 
 # -- one rank (runs in its own process) -----------------------------------------------------
 
-def _all_reduce_max(t: torch.Tensor) -> torch.Tensor:
-    try:
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    except Exception as e:  # noqa: BLE001
-        raise _PeerLost(f"all_reduce failed (a peer is gone?): {type(e).__name__}: {e}") from e
-    return t
+def plant_bad_block(engine: Engine) -> None:
+    """A planted kernel fault: every CPU block-table row of this process's rank names
+    :data:`PLANTED_BLOCK`, so the next commit sends it to the device and the next kernel that
+    reads a row (a step's, or the dummy batch's through its FULL graph) dereferences it."""
+    for rank in engine.ranks:
+        for bt in rank.runner.input_batch.block_table.block_tables:
+            bt.block_table.np[:] = PLANTED_BLOCK
 
 
-def _all_gather_object(obj) -> list:
-    out = [None] * dist.get_world_size()
-    try:
-        dist.all_gather_object(out, obj)
-    except Exception as e:  # noqa: BLE001
-        raise _PeerLost(f"all_gather_object failed (a peer is gone?): {type(e).__name__}: {e}") from e
-    return out
-
-
-def _fault(job: _Job, rank: int, step: int) -> None:
+def _fault(job: _Job, rank: int, step: int, engine: Engine) -> None:
     f = job.inject_fault
     if f is None or (f[0], f[1]) != (rank, step):
         return
-    if len(f) > 2 and f[2] == "hang":
+    kind = f[2] if len(f) > 2 else "raise"
+    if kind == "hang":
         while True:
             time.sleep(1)
+    if kind == "kernel":
+        plant_bad_block(engine)
+        return
     raise RuntimeError(f"injected fault on rank {rank} at step {step}")
 
 
-def serve_rank(job: _Job, workload: Workload, bugs: BugConfig, rank: int, device: torch.device
-               ) -> tuple[_RankReport, Engine | None]:
+def serve_rank(job: _Job, workload: Workload, bugs: BugConfig, rank: int, device: torch.device,
+               group: DPGroup | None = None) -> tuple[_RankReport, Engine | None]:
     """The DP engine core's busy loop for one rank (``DPEngineCoreProc.run_busy_loop``)."""
+    group = group or DPGroup(device)
     report = _RankReport(rank)
     engine: Engine | None = None
     err = None
@@ -150,29 +201,34 @@ def serve_rank(job: _Job, workload: Workload, bugs: BugConfig, rank: int, device
         engine = Engine(workload.cfg, bugs, dp_ranks=[rank], device=device)
     except Exception as e:  # noqa: BLE001 - e.g. a graph that cannot be captured: a verdict
         err = f"{type(e).__name__}: {e}"
-    startup = next((e for e in _all_gather_object(err) if e), None)
+        if device.type == "cuda" and cuda_broken():
+            raise CudaFault(f"CUDA error at start-up on {device}: {err}") from e
+    startup = next((e for e in group.all_gather_object(err) if e), None)
     if startup is not None:
         report.startup_error = startup
         return report, None
     engine.schedule_events(route_events(workload, rank))
     crash: EngineCrash | None = None
     while True:
-        flags = torch.tensor([int(crash is None and engine.has_work()), int(crash is not None)])
-        has_work, crashed = _all_reduce_max(flags).tolist()
+        has_work, crashed = group.control(crash is None and engine.has_work(), crash is not None)
         if crashed or not has_work:
             break
         if engine.step >= job.max_steps:
             raise RuntimeError(f"the workload did not finish within {job.max_steps} steps")
         outputs = engine.schedule_step()
-        _fault(job, rank, engine.step)
+        _fault(job, rank, engine.step, engine)
         local = max((o.total_num_scheduled_tokens for o in outputs), default=0)
-        num_tokens_across_dp = int(_all_reduce_max(torch.tensor([local]))[0])
+        num_tokens_across_dp = group.max_num_tokens(local)
         try:
             engine.execute_step(outputs, num_tokens_across_dp)
         except EngineCrash as c:
+            broken = cuda_broken() if device.type == "cuda" else None
+            if broken:  # a real fault: no verdict can be read off a dead context; the run ends here
+                raise CudaFault(f"CUDA error on {device} at step {c.step}: {broken}") from c
             crash = c  # the next all-reduce stops every rank
     report.step = engine.step
     report.records = list(engine.records)
+    report.graphs = graph_stats(engine, rank, device, backend_for(device.type))
     for res in engine.results.values():
         if res.final_state is not None:
             res.final_state = {k: v.detach().cpu() for k, v in res.final_state.items()}
@@ -183,31 +239,34 @@ def serve_rank(job: _Job, workload: Workload, bugs: BugConfig, rank: int, device
     return report, engine
 
 
-def judge_reports(workload: Workload, reports: list[_RankReport], model) -> tuple[Verdict, list[StepRecord]]:
+def judge_reports(workload: Workload, reports: list[_RankReport], model) -> DPRun:
     """Rank 0: one verdict over every rank's results, as the in-process engine's would be."""
     reports = sorted(reports, key=lambda r: r.rank)
+    ranks = [r.graphs for r in reports if r.graphs]
     startup = next((r.startup_error for r in reports if r.startup_error), None)
     if startup is not None:
-        return Verdict(ok=False, crash=Crash.at_startup(startup)), []
+        return DPRun(Verdict(ok=False, crash=Crash.at_startup(startup)), [], ranks)
     records = sorted((rec for r in reports for rec in r.records), key=lambda rec: (rec.step, rec.rank))
     crashed = [r for r in reports if r.crash_verdict is not None]
     if crashed:  # in-process the lowest rank crashes first: of that step only what it recorded is kept
         first = crashed[0]
-        return first.crash_verdict, [rec for rec in records
-                                     if rec.step != first.crash_step or rec.rank == first.rank]
+        return DPRun(first.crash_verdict, [rec for rec in records
+                                           if rec.step != first.crash_step or rec.rank == first.rank], ranks)
     by_id = {res.req_id: res for r in reports for res in r.results}
     order = [ev.req_id for s in sorted(workload.events) for ev in workload.events[s] if isinstance(ev, Add)]
     results = {rid: by_id[rid] for rid in order if rid in by_id}
     results.update({rid: res for rid, res in by_id.items() if rid not in results})
     view = _GatheredEngine(workload.cfg, model, max(r.step for r in reports), results)
-    return judge(view), records  # type: ignore[arg-type]
+    return DPRun(judge(view), records, ranks)  # type: ignore[arg-type]
 
 
-def _pick_device(rank: int) -> torch.device:
-    from mambalab.device import DEVICE_TYPE
-
-    if DEVICE_TYPE == "cuda":  # one GPU per DP rank, as vLLM's DP engine cores
-        idx = rank % torch.cuda.device_count()
+def _pick_device(device_type: str) -> torch.device:
+    """This rank's device: ``cuda:{LOCAL_RANK}``, bound before any CUDA work (one GPU per DP rank,
+    as vLLM's DP engine cores), or the CPU."""
+    if device_type == "cuda":
+        idx = int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
+        if idx >= torch.cuda.device_count():
+            raise RuntimeError(f"LOCAL_RANK {idx}: this host has {torch.cuda.device_count()} visible GPU(s)")
         torch.cuda.set_device(idx)
         return torch.device("cuda", idx)
     return torch.device("cpu")
@@ -227,7 +286,11 @@ def _watchdog(parent_pid: int, deadline_s: float) -> None:
 
 
 def _worker_main(argv: list[str] | None = None) -> int:
-    """Entry point of one rank process: ``python -m mambalab.engine.dp_launcher JOB OUTDIR``."""
+    """Entry point of one rank process: ``python -m mambalab.engine.dp_launcher JOB OUTDIR``.
+
+    On failure the error goes to ``error-{rank}.txt`` first and the process then exits at once,
+    without tearing its process group down: with a broken CUDA context (or a peer gone) NCCL's
+    teardown can block, and the launcher is waiting to stop the peers."""
     job_path, out_dir = (argv if argv is not None else sys.argv[1:])[:2]
     out = Path(out_dir)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -237,34 +300,28 @@ def _worker_main(argv: list[str] | None = None) -> int:
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     try:
-        device = _pick_device(rank)
-        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
-                                timeout=timedelta(seconds=job.timeout_s))
-        try:
-            judged = []
-            for workload, bugs in job.runs:
-                report, engine = serve_rank(job, workload, bugs, rank, device)
-                gathered = [None] * world if rank == 0 else None
-                try:
-                    dist.gather_object(report, gathered, dst=0)
-                except Exception as e:  # noqa: BLE001
-                    raise _PeerLost(f"gather_object failed (a peer is gone?): {type(e).__name__}: {e}") from e
-                if rank == 0:
-                    judged.append(judge_reports(workload, gathered, engine.model if engine else None))
-                del engine
+        device = _pick_device(job.device_type)
+        group = init_groups(job.device_type, rank, world, device, job.timeout_s, job.collective_timeout_s)
+        judged = []
+        for workload, bugs in job.runs:
+            report, engine = serve_rank(job, workload, bugs, rank, device, group)
+            gathered = group.gather_object(report, rank)
             if rank == 0:
-                tmp = out / "result.pkl.tmp"
-                with open(tmp, "wb") as f:
-                    pickle.dump(judged, f)
-                tmp.rename(out / "result.pkl")
-        finally:
-            dist.destroy_process_group()
+                judged.append(judge_reports(workload, gathered, engine.model if engine else None))
+            del engine
+        if rank == 0:
+            tmp = out / "result.pkl.tmp"
+            with open(tmp, "wb") as f:
+                pickle.dump(judged, f)
+            tmp.rename(out / "result.pkl")
+        dist.destroy_process_group()
     except BaseException as e:  # noqa: BLE001 - reported to the launcher, then exit non-zero
-        (out / f"error-{rank}.txt").write_text(
-            ("peer\n" if isinstance(e, _PeerLost) else "origin\n")
-            + f"{type(e).__name__}: {e}\n" + traceback.format_exc())
+        origin = "peer" if isinstance(e, PeerLost) else "origin"
+        (out / f"error-{rank}.txt").write_text(f"{origin}\n{type(e).__name__}: {e}\n" + traceback.format_exc())
         traceback.print_exc()
-        return 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     return 0
 
 
@@ -276,15 +333,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env(rank: int, world: int, port: int) -> dict[str, str]:
+def rank_env(rank: int, world: int, port: int, device_type: str, base: dict | None = None) -> dict[str, str]:
+    """A rank process's environment: the ``env://`` rendezvous, its device, and on GPUs NCCL's
+    settings (multicast stays off; async error handling on)."""
     import mambalab
 
-    env = dict(os.environ)  # MAMBALAB_DEVICE and the rest are inherited
+    env = dict(os.environ if base is None else base)  # the rest is inherited
     lib = str(Path(mambalab.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([lib] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.update(MASTER_ADDR=_ADDR, MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
-               WORLD_SIZE=str(world))
+               WORLD_SIZE=str(world), MAMBALAB_DEVICE=device_type)
     env.setdefault("GLOO_SOCKET_IFNAME", "lo0" if sys.platform == "darwin" else "lo")
+    if device_type == "cuda":
+        for k, v in _NCCL_ENV.items():
+            env.setdefault(k, v)
     return env
 
 
@@ -306,7 +368,7 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             pass
 
 
-def _launch_once(job: _Job, world: int, tmp: Path, port: int) -> list[tuple[Verdict, list[StepRecord]]]:
+def _launch_once(job: _Job, world: int, tmp: Path, port: int) -> list[DPRun]:
     job_path = tmp / "job.pkl"
     with open(job_path, "wb") as f:
         pickle.dump(job, f)
@@ -317,7 +379,7 @@ def _launch_once(job: _Job, world: int, tmp: Path, port: int) -> list[tuple[Verd
             with open(logs[r], "wb") as log:
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "mambalab.engine.dp_launcher", str(job_path), str(tmp)],
-                    env=_env(r, world, port), stdin=subprocess.DEVNULL, stdout=log,
+                    env=rank_env(r, world, port, job.device_type), stdin=subprocess.DEVNULL, stdout=log,
                     stderr=subprocess.STDOUT))
         deadline = time.monotonic() + job.timeout_s
         failed_at = None
@@ -329,7 +391,7 @@ def _launch_once(job: _Job, world: int, tmp: Path, port: int) -> list[tuple[Verd
                 failed_at = failed_at or time.monotonic()
                 if all(rc is not None for rc in rcs) or time.monotonic() - failed_at > _GRACE_S:
                     _stop(procs)
-                    raise _failure(procs, logs, tmp)
+                    raise _failure(procs, logs, tmp, job.device_type)
             if time.monotonic() > deadline:
                 running = [r for r, rc in enumerate(rcs) if rc is None]
                 _stop(procs)
@@ -344,8 +406,13 @@ def _launch_once(job: _Job, world: int, tmp: Path, port: int) -> list[tuple[Verd
         _stop(procs)
 
 
-def _failure(procs: list[subprocess.Popen], logs: list[Path], tmp: Path) -> DistributedRunError:
-    """The root cause: a rank's own error before a peer's lost collective, else the lowest rank."""
+_CUDA_LINE = re.compile(r"(CUDA error[^\n]*|NCCL error[^\n]*|illegal memory access[^\n]*)")
+
+
+def _failure(procs: list[subprocess.Popen], logs: list[Path], tmp: Path,
+             device_type: str = "cpu") -> DistributedRunError:
+    """The root cause: a rank's own error before a peer's lost collective, else the lowest rank
+    that died by itself. The message names the rank, its device and (on a GPU) the CUDA error."""
     errors = {}
     for r in range(len(procs)):
         f = tmp / f"error-{r}.txt"
@@ -354,37 +421,54 @@ def _failure(procs: list[subprocess.Popen], logs: list[Path], tmp: Path) -> Dist
             errors[r] = (kind, text)
     origin = [r for r, (kind, _) in errors.items() if kind == "origin"]
     failed = [r for r, p in enumerate(procs) if p.returncode not in (0, None, -9)]
-    rank = (origin or sorted(errors) or failed or [0])[0]
+    rank = (origin or [r for r in failed if r not in errors] or sorted(errors) or failed or [0])[0]
+    where = f" (cuda:{rank})" if device_type == "cuda" else ""
     if rank in errors:
         text = errors[rank][1]
         first = text.splitlines()[0] if text else "?"
-    else:
+    else:  # died without reporting (e.g. NCCL's watchdog aborted it): its log says why
         text = _tail(logs[rank])
-        first = f"exited with code {procs[rank].returncode}"
-    return DistributedRunError(f"rank {rank} failed: {first} (every rank was stopped)\n{text}", rank, text)
+        m = _CUDA_LINE.search(text)
+        first = f"exited with code {procs[rank].returncode}" + (f": {m.group(1).strip()}" if m else "")
+    return DistributedRunError(f"rank {rank}{where} failed: {first} (every rank was stopped)\n{text}", rank, text)
+
+
+def _check_launch(world: int, device_type: str) -> None:
+    if device_type == "cuda":
+        n = torch.cuda.device_count()
+        if n < world:
+            raise ValueError(f"--dp {world} on CUDA needs {world} GPUs (one process per GPU); "
+                             f"this host has {n} visible")
 
 
 def run_workload_distributed(workload: Workload, bugs: BugConfig, *, timeout_s: float = 120,
-                             max_steps: int = 200, inject_fault: tuple | None = None
-                             ) -> tuple[Verdict, list[StepRecord]]:
+                             max_steps: int = 200, inject_fault: tuple | None = None,
+                             device: str | None = None) -> DPRun:
     """Run ``workload`` with one process per DP rank and judge it on rank 0.
 
     The multi-process twin of :func:`mambalab.lab.scenarios.run_workload`: same verdict, same
-    step records. ``timeout_s`` bounds the whole run (start-up included); a failing or hung
-    rank raises :class:`DistributedRunError`. ``inject_fault=(rank, step)`` makes that rank
-    raise at that step (``(rank, step, "hang")``: hang), for tests.
+    step records (``verdict, records = run``). ``device``: ``"cpu"`` (gloo) or ``"cuda"`` (NCCL,
+    rank ``r`` on ``cuda:r``); default: where this process's kernels run. ``timeout_s`` bounds the
+    whole run (start-up included); a failing or hung rank raises :class:`DistributedRunError`.
+    ``inject_fault=(rank, step)`` makes that rank raise at that step; ``(rank, step, "hang")``
+    hang; ``(rank, step, "kernel")`` plant a block id far past the pool (:func:`plant_bad_block`):
+    an illegal-access verdict on the CPU, a real fault on a GPU. For tests.
     """
     return run_workloads_distributed([(workload, bugs)], timeout_s=timeout_s, max_steps=max_steps,
-                                     inject_fault=inject_fault)[0]
+                                     inject_fault=inject_fault, device=device)[0]
 
 
 def run_workloads_distributed(runs: list[tuple[Workload, BugConfig]], *, timeout_s: float = 300,
-                              max_steps: int = 200, inject_fault: tuple | None = None
-                              ) -> list[tuple[Verdict, list[StepRecord]]]:
+                              max_steps: int = 200, inject_fault: tuple | None = None,
+                              device: str | None = None, collective_timeout_s: float = 60.0
+                              ) -> list[DPRun]:
     """Several runs, one after another, in one launch of the rank processes (start-up paid
     once); every workload must have the same ``data_parallel_size``."""
     if not runs:
         return []
+    if device is None:
+        from mambalab.device import DEVICE_TYPE as device
+    backend_for(device)  # validates
     world = runs[0][0].cfg.data_parallel_size
     if world < 1:
         raise ValueError(f"data_parallel_size must be >= 1, got {world}")
@@ -396,7 +480,9 @@ def run_workloads_distributed(runs: list[tuple[Workload, BugConfig]], *, timeout
             for ev in evs:
                 if isinstance(ev, Add) and not 0 <= ev.rank < world:
                     raise ValueError(f"rank {ev.rank} out of range [0, {world})")
-    job = _Job(list(runs), max_steps, float(timeout_s), os.getpid(), inject_fault)
+    _check_launch(world, device)
+    job = _Job(list(runs), max_steps, float(timeout_s), os.getpid(), inject_fault, device,
+               float(min(collective_timeout_s, timeout_s)))
     for attempt in range(3):
         with tempfile.TemporaryDirectory(prefix="mambalab-dp-") as d:
             try:
@@ -408,17 +494,28 @@ def run_workloads_distributed(runs: list[tuple[Workload, BugConfig]], *, timeout
     raise AssertionError("unreachable")
 
 
-def replay_distributed(bug: str, *, fixed: bool = False, seed: int = 0,
-                       timeout_s: float = 120) -> ReplayResult:
-    """:func:`mambalab.lab.scenarios.replay` with the DP ranks as separate processes."""
+def replay_distributed_run(bug: str, *, fixed: bool = False, seed: int = 0, timeout_s: float = 120,
+                           device: str | None = None) -> tuple[ReplayResult, DPRun]:
+    """:func:`mambalab.lab.scenarios.replay` with the DP ranks as separate processes; also the
+    run itself (each rank's device and graph counts)."""
     workload = scenario_for(bug)(seed)
     bugs = BugConfig() if fixed else BugConfig.with_bugs(bug)
-    verdict, records = run_workload_distributed(workload, bugs, timeout_s=timeout_s)
-    return ReplayResult(bug, fixed, seed, verdict, signatures(records, verdict), workload.describe())
+    run = run_workload_distributed(workload, bugs, timeout_s=timeout_s, device=device)
+    result = ReplayResult(bug, fixed, seed, run.verdict, signatures(run.records, run.verdict),
+                          workload.describe())
+    return result, run
 
 
-__all__ = ["DistributedRunError", "replay_distributed", "route_events", "run_workload_distributed",
-           "run_workloads_distributed", "owners", "serve_rank", "judge_reports"]
+def replay_distributed(bug: str, *, fixed: bool = False, seed: int = 0, timeout_s: float = 120,
+                       device: str | None = None) -> ReplayResult:
+    """:func:`mambalab.lab.scenarios.replay` with the DP ranks as separate processes."""
+    return replay_distributed_run(bug, fixed=fixed, seed=seed, timeout_s=timeout_s, device=device)[0]
+
+
+__all__ = ["PLANTED_BLOCK", "CudaFault", "DPGroup", "DPRun", "DistributedRunError", "backend_for",
+           "describe_graphs", "graph_stats", "judge_reports", "owners", "plant_bad_block", "rank_env",
+           "replay_distributed", "replay_distributed_run", "route_events", "run_workload_distributed",
+           "run_workloads_distributed", "serve_rank"]
 
 
 if __name__ == "__main__":  # a rank process; re-import so that pickles name mambalab.engine.dp_launcher
