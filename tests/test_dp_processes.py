@@ -167,3 +167,13 @@ def test_a_rank_killed_without_a_report_is_named_with_its_cuda_error(tmp_path):
     err = dp_launcher._failure([Proc(1), Proc(-6)], logs, tmp_path, "cuda")
     assert err.rank == 1
     assert str(err).startswith("rank 1 (cuda:1) failed: exited with code -6: CUDA error: an illegal memory access")
+
+
+def test_three_ranks_give_the_in_process_verdict_and_records():
+    """``--dp N`` is the same launcher with N processes (on GPUs: one per GPU)."""
+    w = random_workload(4, num_requests=8, data_parallel_size=3)
+    bugs = BugConfig.with_bugs("stale-rows")
+    run = run_workload_distributed(w, bugs, timeout_s=200)
+    v_ref, recs_ref = run_workload(w, bugs)
+    assert run.verdict.to_dict() == v_ref.to_dict() and run.records == recs_ref
+    assert [g["rank"] for g in run.ranks] == [0, 1, 2]
