@@ -177,3 +177,24 @@ def test_three_ranks_give_the_in_process_verdict_and_records():
     v_ref, recs_ref = run_workload(w, bugs)
     assert run.verdict.to_dict() == v_ref.to_dict() and run.records == recs_ref
     assert [g["rank"] for g in run.ranks] == [0, 1, 2]
+
+
+def test_recorded_two_gpu_run_is_shown_beside_the_cpu_verdict(tmp_path):
+    """Notebook 02's cell (mambalab.gpu.dp_check.beside_cpu) without two GPUs: the recorded run."""
+    from mambalab.gpu import dp_check
+    from mambalab.lab.verdict import Divergence, Verdict
+
+    v = Verdict(ok=False, divergences=[Divergence("token", "D", 1, 11, 1, 17, 22)], steps=18)
+    ranks = [dict(rank=r, device=f"cuda:{r}", backend="nccl", captured=[1, 2, 4], cuda_graphs=3, replays=9)
+             for r in (0, 1)]
+    row = dict(name="stale-rows seed 0 pre-fix", kind="replay", device=v.summary(), device_key=dp_check.verdict_key(v),
+               cpu_key=dp_check.verdict_key(v), same_verdict=True, same_records=True, ranks=ranks)
+    rec = dict(environment=dict(date="2026-11-23", gpus=["NVIDIA H200"] * 2, torch="2.11", nccl="2.28"), rows=[row],
+               fault=dict(raised=True, rank=1, message="rank 1 (cuda:1) failed: CUDA error", elapsed_s=12.0))
+    path = tmp_path / "dp.json"
+    path.write_text(dp_check.json.dumps(rec))
+    text = dp_check.beside_cpu({"stale-rows": v}, live=False, recorded=path)
+    assert "No two GPUs here: the recorded run" in text and "same verdict and first divergence: yes" in text
+    assert "rank 1 on cuda:1 (nccl): 3 real CUDA graphs" in text and "ended the run in 12.0 s" in text
+    assert "No two-GPU run is recorded" in dp_check.beside_cpu({"stale-rows": v}, live=False,
+                                                                recorded=tmp_path / "none.json")

@@ -35,6 +35,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,7 +285,7 @@ def gpus_here() -> int:
 
 
 def beside_cpu(cpu: dict[str, Verdict], *, seed: int = 0, live: bool | None = None,
-               recorded: str | Path = RECORDED) -> "Text":
+               recorded: str | Path = RECORDED, width: int = 110) -> "Text":
     """Notebook 02: each bug's pre-fix verdict from the in-process engine on the CPU (``cpu``:
     bug id -> verdict, run in the notebook) beside the same scenario on two GPUs, one process per
     rank over NCCL. Live where two GPUs are here (``live=None``), else the recorded run."""
@@ -333,7 +334,8 @@ def beside_cpu(cpu: dict[str, Verdict], *, seed: int = 0, live: bool | None = No
                        f"captured (sizes {g['captured']}), {g['replays']} replays")
         same = verdict_key(v) == row["device_key"]
         out.append(f"  same verdict and first divergence: {'yes' if same else 'NO'}")
-    return Text("\n".join(out + ([""] + extra if extra else [])))
+    out[0] = textwrap.fill(head, width)
+    return Text("\n".join(out + [""] + [textwrap.fill(e, width) for e in extra] if extra else out))
 
 
 def main(argv: list[str] | None = None) -> int:
