@@ -1,0 +1,85 @@
+"""Where a hunt's shrinking spends its engine runs: per family of candidates, runs, kept, seconds.
+
+    MAMBALAB_DEVICE=cpu .venv/bin/python scripts/profile_shrink.py stale-rows --seed 0
+
+Runs ``hunt --bugs BUG --seed N`` in this process with ``hunt.run`` wrapped: every engine run is
+attributed to the shrinking family whose candidate it judges (``cut``, ``earlier``, ``drops``,
+``config``, ``one_earlier``, ``lengths``, ``cosmetic``; ``search`` before the failure is found,
+``baseline`` for the fixed engine's run of a kept candidate), with its engine steps and seconds.
+The evidence for the shrinker plan in docs/speed.md; it changes nothing in the hunter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+os.environ.setdefault("MAMBALAB_DEVICE", "cpu")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+
+from mambalab.lab import hunt as H  # noqa: E402
+from mambalab.lab.bugs import BugConfig  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("bug")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget", type=int, default=200)
+    args = ap.parse_args(argv)
+
+    current = {"family": "search"}
+    stats: dict[str, dict] = defaultdict(lambda: dict(runs=0, steps=0, seconds=0.0))
+    orig_run, orig_families = H.run, H._families
+
+    def families(w, v, r):
+        out = []
+        for fam in orig_families(w, v, r):
+            def wrapped(fam=fam):
+                for what, cand in fam():
+                    current["family"] = fam.__name__
+                    yield what, cand
+            wrapped.__name__ = fam.__name__
+            out.append(wrapped)
+        return out
+
+    def run(workload, bugs, *a, **k):
+        fam = current["family"] if bugs.enabled else ("baseline" if current["family"] != "search" else "search")
+        t = time.perf_counter()
+        v, rec = orig_run(workload, bugs, *a, **k)
+        s = stats[fam]
+        s["runs"] += 1
+        s["steps"] += v.steps
+        s["seconds"] += time.perf_counter() - t
+        return v, rec
+
+    H.run, H._families = run, families
+    t0 = time.perf_counter()
+    try:
+        r = H.hunt(BugConfig.with_bugs(args.bug), budget=args.budget, seed=args.seed,
+                   progress=lambda m: None)
+    finally:
+        H.run, H._families = orig_run, orig_families
+    wall = time.perf_counter() - t0
+    found = r.found
+    print(f"hunt --bugs {args.bug} --seed {args.seed}: {wall:.1f} s wall, load {os.getloadavg()[0]:.2f}")
+    if found is None:
+        print("not found")
+        return 1
+    sh = found.shrunk
+    print(f"found at workload {found.index + 1} ({found.verdict.steps} steps); shrunk to "
+          f"{found.minimal_verdict.steps} steps in {sh.runs} runs, {sh.seconds:.1f} s")
+    for line in sh.log:
+        print(f"  kept: {line}")
+    print(f"{'family':12s} {'runs':>5s} {'engine steps':>12s} {'seconds':>8s}")
+    for fam, s in sorted(stats.items(), key=lambda kv: -kv[1]["seconds"]):
+        print(f"{fam:12s} {s['runs']:5d} {s['steps']:12d} {s['seconds']:8.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
