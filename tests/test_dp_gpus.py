@@ -73,9 +73,14 @@ def test_random_dp2_workloads_match_reference_over_nccl(check):
     assert any(r["full_dummy_replays"] for r in rows)  # some idle rank ran its dummy batch through a graph
 
 
+def test_every_stage_ran(check):
+    assert not check["errors"], check["errors"]
+    assert len(check["rows"]) == len(REPLAYS) + dp_check.NUM_RANDOM
+
+
 def test_planted_kernel_fault_on_rank_1_is_a_clear_error(check):
     f = check["fault"]
-    assert f["raised"], f
+    assert f["raised"] and f["error_type"] == "DistributedRunError", f
     assert f["rank"] == 1 and "rank 1 (cuda:1) failed" in f["message"], f
     assert "CUDA error" in f["message"], f
     assert f["elapsed_s"] < dp_check.FAULT_LIMIT_S, f

@@ -36,11 +36,16 @@ class CudaFault(RuntimeError):
 
 
 def cuda_broken() -> str | None:
-    """The sticky CUDA error of this process, if its context is gone (None on the CPU)."""
-    from mambalab.lab.hunt_worker import context_healthy
-
-    healthy, error = context_healthy()
-    return None if healthy else error
+    """The sticky CUDA error of this process, if its context is gone (None on the CPU, or while
+    CUDA still works): a synchronisation and a tiny kernel either succeed or raise that error."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    try:
+        torch.cuda.synchronize()
+        torch.zeros(1, device="cuda").add_(1).item()
+    except Exception as e:  # noqa: BLE001 - the sticky error: every CUDA call now fails with it
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return None
 
 
 class DPGroup:

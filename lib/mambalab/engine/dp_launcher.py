@@ -221,11 +221,13 @@ def serve_rank(job: _Job, workload: Workload, bugs: BugConfig, rank: int, device
         num_tokens_across_dp = group.max_num_tokens(local)
         try:
             engine.execute_step(outputs, num_tokens_across_dp)
-        except EngineCrash as c:
+        except Exception as e:  # noqa: BLE001
             broken = cuda_broken() if device.type == "cuda" else None
             if broken:  # a real fault: no verdict can be read off a dead context; the run ends here
-                raise CudaFault(f"CUDA error on {device} at step {c.step}: {broken}") from c
-            crash = c  # the next all-reduce stops every rank
+                raise CudaFault(f"CUDA error on {device} at step {engine.step}: {broken}") from e
+            if not isinstance(e, EngineCrash):
+                raise
+            crash = e  # the next all-reduce stops every rank
     report.step = engine.step
     report.records = list(engine.records)
     report.graphs = graph_stats(engine, rank, device, backend_for(device.type))

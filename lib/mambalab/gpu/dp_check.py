@@ -174,26 +174,48 @@ def environment(device: str) -> dict:
     return env
 
 
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"[:6000]
+
+
 def run_check(device: str = "cuda", *, seeds=SEEDS, num_random: int = NUM_RANDOM, fault: bool = True,
               cpu_procs: int = 8, timeout_s: float = 300, log=print) -> dict:
-    """The whole check (see the module docstring); returns a JSON-able dict."""
-    from mambalab.engine.dp_launcher import DistributedRunError, run_workload_distributed, run_workloads_distributed
+    """The whole check (see the module docstring); returns a JSON-able dict.
+
+    Two launches (the scenario replays, then the random workloads), then the planted fault and
+    the run after it. A stage that fails is recorded (``errors``) and the others still run, so
+    that one device session brings back everything it can."""
+    from mambalab.engine.dp_launcher import run_workload_distributed, run_workloads_distributed
     from mambalab.lab.scenarios import stale_rows
 
     t0 = time.monotonic()
     all_cases = cases(seeds, num_random)
-    work = [(c.workload, c.bugs) for c in all_cases]
-    out: dict = dict(environment=environment(device), rows=[], timings={})
+    out: dict = dict(environment=environment(device), rows=[], timings={}, errors={})
     with tempfile.TemporaryDirectory(prefix="mambalab-dpcheck-") as d:
-        wait_cpu = start_cpu_refs(work, Path(d), cpu_procs)
-        log(f"[dp_check] {len(work)} runs on {device} (one launch of 2 rank processes); CPU references meanwhile")
+        wait_cpu = start_cpu_refs([(c.workload, c.bugs) for c in all_cases], Path(d), cpu_procs)
+        runs: list = []
+        for kind in ("replay", "random"):
+            part = [c for c in all_cases if c.kind == kind]
+            log(f"[dp_check] {len(part)} {kind} runs on {device}, one launch of the rank processes")
+            t = time.monotonic()
+            try:
+                runs += run_workloads_distributed([(c.workload, c.bugs) for c in part], timeout_s=timeout_s,
+                                                  device=device)
+            except Exception as e:  # noqa: BLE001 - recorded; the other stages still run
+                out["errors"][kind] = _error(e)
+                runs += [None] * len(part)
+                log(f"[dp_check] {kind} launch failed: {_error(e)[:2000]}")
+            out["timings"][f"{kind}_launch_s"] = round(time.monotonic() - t, 1)
         t = time.monotonic()
-        runs = run_workloads_distributed(work, timeout_s=timeout_s, device=device)
-        out["timings"]["device_runs_s"] = round(time.monotonic() - t, 1)
-        t = time.monotonic()
-        cpu = wait_cpu()
+        try:
+            cpu = wait_cpu()
+        except Exception as e:  # noqa: BLE001
+            out["errors"]["cpu"] = _error(e)
+            cpu = [None] * len(all_cases)
         out["timings"]["cpu_wait_after_device_s"] = round(time.monotonic() - t, 1)
     for c, ref, run in zip(all_cases, cpu, runs):
+        if ref is None or run is None:
+            continue
         row = compare(c, ref, run)
         out["rows"].append(row)
         log(f"[dp_check] {c.name}: {'MATCH' if row['same_verdict'] and row['same_records'] else 'DIFFER'}"
@@ -203,15 +225,19 @@ def run_check(device: str = "cuda", *, seeds=SEEDS, num_random: int = NUM_RANDOM
         try:
             r = run_workload_distributed(stale_rows(0), BugConfig(), inject_fault=FAULT, timeout_s=120, device=device)
             out["fault"] = dict(raised=False, verdict=r.verdict.summary(), elapsed_s=round(time.monotonic() - t, 1))
-        except DistributedRunError as e:
-            out["fault"] = dict(raised=True, rank=e.rank, message=str(e).splitlines()[0],
+        except Exception as e:  # noqa: BLE001 - DistributedRunError expected on a GPU
+            out["fault"] = dict(raised=True, error_type=type(e).__name__, rank=getattr(e, "rank", None),
+                                message=str(e).splitlines()[0], log=getattr(e, "log", "")[-3000:],
                                 elapsed_s=round(time.monotonic() - t, 1))
-        log(f"[dp_check] planted fault {FAULT}: {out['fault']}")
+        log(f"[dp_check] planted fault {FAULT}: { {k: v for k, v in out['fault'].items() if k != 'log'} }")
         t = time.monotonic()
-        r = run_workload_distributed(stale_rows(0), BugConfig(), timeout_s=120, device=device)
-        out["after_fault"] = dict(ok=r.verdict.ok, verdict=r.verdict.summary(), ranks=r.ranks,
-                                  elapsed_s=round(time.monotonic() - t, 1))
-        log(f"[dp_check] the next run: {out['after_fault']['verdict']}")
+        try:
+            r = run_workload_distributed(stale_rows(0), BugConfig(), timeout_s=120, device=device)
+            out["after_fault"] = dict(ok=r.verdict.ok, verdict=r.verdict.summary(), ranks=r.ranks,
+                                      elapsed_s=round(time.monotonic() - t, 1))
+        except Exception as e:  # noqa: BLE001
+            out["after_fault"] = dict(ok=False, verdict=_error(e), ranks=[], elapsed_s=round(time.monotonic() - t, 1))
+        log(f"[dp_check] the next run: {out['after_fault']['verdict'][:300]}")
     out["timings"]["total_s"] = round(time.monotonic() - t0, 1)
     return out
 
@@ -239,10 +265,12 @@ def render(result: dict) -> str:
     if "fault" in result:
         f = result["fault"]
         lines += ["", f"planted kernel fault {list(FAULT)} (rank, step, kind): "
-                      + (f"DistributedRunError after {f['elapsed_s']} s naming rank {f['rank']}: {f['message']}"
+                      + (f"{f.get('error_type', 'error')} after {f['elapsed_s']} s naming rank {f['rank']}: {f['message']}"
                          if f["raised"] else f"no error; verdict {f['verdict']} ({f['elapsed_s']} s)")]
         a = result["after_fault"]
         lines.append(f"the next run ({a['elapsed_s']} s): {a['verdict']}")
+    for stage, err in result.get("errors", {}).items():
+        lines += ["", f"stage {stage} FAILED: {err[:3000]}"]
     lines += ["", "timings: " + ", ".join(f"{k} {v}" for k, v in result["timings"].items())]
     return "\n".join(lines)
 
