@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT / "lib"))
 
 from mambalab.lab.bugs import CATALOGUE, BugConfig  # noqa: E402
 from mambalab.device import DEVICE_TYPE  # noqa: E402
-from mambalab.lab.hunt import hunt, step_list  # noqa: E402
+from mambalab.lab.hunt import hunt  # noqa: E402
+from mambalab.lab.hunt_report import step_list  # noqa: E402
 
 BUGS = [b.id for b in CATALOGUE] + ["spec-slots/width", "spec-slots/padding", "spec-slots/gather"]
 TARGET_WORKLOADS, TARGET_SECONDS, TARGET_STEPS, TARGET_CLEAN = 200, 60.0, 6, 2000

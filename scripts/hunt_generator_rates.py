@@ -21,7 +21,7 @@ from multiprocessing import Pool
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from mambalab.lab import hunt  # noqa: E402
+from mambalab.lab import hunt, hunt_generator, hunt_run  # noqa: E402
 from mambalab.lab.bugs import BugConfig  # noqa: E402
 
 VARIANTS = {
@@ -39,9 +39,9 @@ def job(args):
         setattr(hunt, name, value)
     t = time.process_time()
     with hunt._without_overflow_asserts():
-        w = hunt.random_hunt_workload(random.Random(hunt.workload_seed(seed, i)))
-        verdict, _ = hunt.run(w, BugConfig.with_bugs(bug))
-        hit = not verdict.ok and hunt.run(w, BugConfig())[0].ok
+        w = hunt_generator.random_hunt_workload(random.Random(hunt_generator.workload_seed(seed, i)))
+        verdict, _ = hunt_run.run(w, BugConfig.with_bugs(bug))
+        hit = not verdict.ok and hunt_run.run(w, BugConfig())[0].ok
     return variant, bug, seed, i, hit, time.process_time() - t
 
 

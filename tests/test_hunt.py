@@ -10,8 +10,11 @@ import sys
 import pytest
 
 from mambalab.lab.bugs import BugConfig
-from mambalab.lab.hunt import (Found, drop_one_at_a_time, failure_kind, hunt, main, random_hunt_workload, snippet,
-                           step_list, workload_seed)
+from mambalab.lab.hunt import Found, hunt, main
+from mambalab.lab.hunt_generator import random_hunt_workload, workload_seed
+from mambalab.lab.hunt_report import snippet, step_list
+from mambalab.lab.hunt_run import failure_kind
+from mambalab.lab.shrink import drop_one_at_a_time
 from mambalab.lab.planted import Plant, plant_padded_tail, repeat_last_live
 from mambalab.lab.workload import Workload
 

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from mambalab.lab import hunt, hunt_worker
+from mambalab.lab import hunt_generator, hunt_run, hunt_worker
 from mambalab.lab.bugs import BugConfig
 from mambalab.lab.hunt_worker import Worker, WorkerDied
 
@@ -46,26 +46,26 @@ def test_a_child_that_dies_mid_call_is_reported_and_replaced(worker):
 
 
 def test_hunter_runs_through_the_worker_give_the_in_process_verdicts(monkeypatch):
-    w = hunt.random_hunt_workload(random.Random(hunt.workload_seed(0, 3)))
+    w = hunt_generator.random_hunt_workload(random.Random(hunt_generator.workload_seed(0, 3)))
     bugs = BugConfig.with_bugs("stale-rows")
-    here, here_records = hunt.run(w, bugs)
-    monkeypatch.setattr(hunt, "isolated", lambda plant=None: True)
-    there, there_records = hunt.run(w, bugs)
+    here, here_records = hunt_run.run(w, bugs)
+    monkeypatch.setattr(hunt_run, "isolated", lambda plant=None: True)
+    there, there_records = hunt_run.run(w, bugs)
     assert there == here and there_records == here_records
     assert hunt_worker.shared_worker().starts >= 1
 
 
 def test_a_broken_context_turns_into_an_illegal_verdict(monkeypatch):
-    w = hunt.random_hunt_workload(random.Random(1))
+    w = hunt_generator.random_hunt_workload(random.Random(1))
 
     class Faulted:  # a worker whose call left its (pretend) CUDA context broken
         def call(self, fn, *args):
             return fn(*args), False, "AcceleratorError: CUDA error: an illegal memory access was encountered"
 
-    monkeypatch.setattr(hunt, "isolated", lambda plant=None: True)
+    monkeypatch.setattr(hunt_run, "isolated", lambda plant=None: True)
     monkeypatch.setattr(hunt_worker, "shared_worker", lambda: Faulted())
-    v, _ = hunt.run(w, BugConfig())
-    assert hunt.failure_kind(v) == "illegal" and "seen after the last step" in v.summary()
+    v, _ = hunt_run.run(w, BugConfig())
+    assert hunt_run.failure_kind(v) == "illegal" and "seen after the last step" in v.summary()
 
     # An exception that broke the context (here: raised while judging) is a verdict, not a crash of
     # the hunt; one that left the context healthy is an ordinary exception.
@@ -74,11 +74,11 @@ def test_a_broken_context_turns_into_an_illegal_verdict(monkeypatch):
 
     monkeypatch.setattr("mambalab.lab.scenarios.run_workload", boom)
     monkeypatch.setattr(hunt_worker, "context_healthy", lambda: (False, "AcceleratorError: CUDA error"))
-    v, records = hunt._run_in_worker(w, BugConfig(), 50)
-    assert hunt.failure_kind(v) == "illegal" and v.steps == 50 and records == []
+    v, records = hunt_run._run_in_worker(w, BugConfig(), 50)
+    assert hunt_run.failure_kind(v) == "illegal" and v.steps == 50 and records == []
     monkeypatch.setattr(hunt_worker, "context_healthy", lambda: (True, ""))
     with pytest.raises(RuntimeError, match="illegal memory access"):
-        hunt._run_in_worker(w, BugConfig(), 50)
+        hunt_run._run_in_worker(w, BugConfig(), 50)
 
 
 @triton.jit

@@ -17,9 +17,7 @@ from mambalab.engine.core import Abort, Add, Engine, EngineConfig, EngineCrash, 
 from mambalab.worker.model_runner import RunnerConfig, StepRecord
 from mambalab.lab.reference import judge
 from mambalab.lab.verdict import Crash, Verdict
-from mambalab.lab.workload import Workload
-
-VOCAB = 32
+from mambalab.lab.workload import VOCAB, Workload
 
 
 def _tokens(rng: random.Random, n: int) -> tuple[int, ...]:

@@ -10,7 +10,10 @@ import random
 from dataclasses import dataclass, field
 
 from mambalab.engine.core import Abort, Add, EngineConfig, Event, Preempt
+from mambalab.model.tiny_hybrid import TinyHybridConfig
 from mambalab.worker.model_runner import RunnerConfig
+
+VOCAB = TinyHybridConfig.vocab_size  # the tiny model's vocabulary: every workload's token ids lie below it
 
 
 @dataclass
@@ -42,7 +45,7 @@ def random_workload(
     preempt_prob: float = 0.1,
     max_num_seqs: int = 4,
     max_model_len: int = 48,
-    vocab_size: int = 32,
+    vocab_size: int = VOCAB,
     shared_prefix_prob: float = 0.4,
 ) -> Workload:
     rng = random.Random(seed)

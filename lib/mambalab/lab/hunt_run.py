@@ -1,0 +1,89 @@
+"""One hunter run: a workload through the engine, judged, and its failure classified.
+
+On CUDA every run goes to a worker process (:mod:`mambalab.lab.hunt_worker`):
+a real GPU fault breaks the CUDA context of the process that made it, so it
+ends the worker, which is replaced, and is reported as an ``illegal`` verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from mambalab.lab.bugs import BugConfig
+from mambalab.engine.core import EngineDidNotFinish
+from mambalab.worker.model_runner import StepRecord
+from mambalab.lab.planted import Plant
+from mambalab.lab.verdict import Crash, IllegalAccess, Verdict
+from mambalab.lab.workload import Workload
+
+FAILURE_KINDS = ("divergence", "illegal", "crash", "hang")
+
+
+def failure_kind(verdict: Verdict) -> str | None:
+    """``None`` for a passing verdict, else ``illegal`` / ``crash`` / ``hang`` / ``divergence``."""
+    if verdict.ok:
+        return None
+    if verdict.illegal is not None:
+        return "illegal"
+    if verdict.crash is not None:
+        return "hang" if verdict.crash.kind == "unfinished" else "crash"
+    return "divergence"
+
+
+def _gpu_fault(step: int, steps: int, message: str) -> Verdict:
+    """A fault the GPU reported outside a step (without the step's record) as an illegal verdict;
+    ``step`` 0 where the step is unknown (then ``steps`` is the run's limit)."""
+    return Verdict(ok=False, steps=steps, illegal=IllegalAccess(step=step, rank=None, message=message))
+
+
+def _run_in_worker(workload: Workload, bugs: BugConfig, max_steps: int) -> tuple[Verdict, list[StepRecord]]:
+    """The worker's side of :func:`run`: an exception that broke the CUDA context is a verdict too."""
+    from mambalab.lab.hunt_worker import context_healthy
+    from mambalab.lab.scenarios import run_workload
+
+    try:
+        return run_workload(workload, bugs, max_steps=max_steps)
+    except Exception as e:  # noqa: BLE001
+        healthy, error = context_healthy()
+        if healthy:
+            raise
+        return _gpu_fault(0, max_steps, f"{error} (raised outside a step: {type(e).__name__})"), []
+
+
+def isolated(plant: Plant | None = None) -> bool:
+    """Whether :func:`run` uses the worker process: on CUDA, unless a plant is active (a plant swaps
+    a function of *this* process, and a learner's function defined in a notebook cannot be sent)."""
+    from mambalab.device import DEVICE_TYPE
+
+    return DEVICE_TYPE == "cuda" and plant is None
+
+
+def run(workload: Workload, bugs: BugConfig, max_steps: int = 200,
+        plant: Plant | None = None) -> tuple[Verdict, list[StepRecord]]:
+    """:func:`scenarios.run_workload` (under ``plant`` when given), a workload that never
+    finishes reported as a ``hang``.
+
+    On CUDA the run happens in :func:`mambalab.lab.hunt_worker.shared_worker`'s
+    process: a real fault ends that process (reported as an ``illegal``
+    verdict), not the hunt.
+    """
+    from mambalab.lab.scenarios import run_workload
+
+    try:
+        if isolated(plant):
+            from mambalab.lab.hunt_worker import WorkerDied, shared_worker
+
+            try:
+                (verdict, records), healthy, error = shared_worker().call(_run_in_worker, workload, bugs, max_steps)
+            except WorkerDied as e:
+                return Verdict(ok=False, crash=Crash("worker", str(e))), []
+            if not healthy and verdict.ok:  # the fault surfaced only at the worker's final check
+                return _gpu_fault(verdict.steps, verdict.steps, f"{error} (seen after the last step)"), records
+            return verdict, records
+        with plant if plant is not None else contextlib.nullcontext():
+            return run_workload(workload, bugs, max_steps=max_steps)
+    except EngineDidNotFinish as e:
+        return Verdict(ok=False, crash=Crash.unfinished(e.max_steps), steps=max_steps), []
+
+
+__all__ = ["FAILURE_KINDS", "failure_kind", "isolated", "run"]

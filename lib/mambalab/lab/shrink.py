@@ -1,0 +1,262 @@
+"""Shrinking a failing workload while it keeps failing the same way.
+
+Families of smaller candidates (truncate after the failing step, drop a
+request, drop an event, shorten prompts and outputs, simplify the engine
+configuration...) are tried greedily; a candidate is kept when
+:func:`mambalab.lab.hunt_run.run` gives the same failure kind with the fixed
+engine still passing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields, replace
+from typing import Callable, Iterator
+
+from mambalab.lab.bugs import BugConfig
+from mambalab.engine.core import Add, EngineConfig, Event
+from mambalab.worker.model_runner import StepRecord
+from mambalab.lab.planted import Plant
+from mambalab.lab.verdict import Verdict
+from mambalab.lab.hunt_run import failure_kind, run
+from mambalab.lab.workload import Workload
+
+def drop_one_at_a_time(items: list, fails: Callable[[list], bool]) -> list:
+    """The core of shrinking, on a plain list: the first single removal that still fails is kept
+    and the scan restarts, until no single removal fails (a 1-minimal failing list).
+
+    :func:`shrink` is this idea over structured candidates (cut at the failure step, drop a
+    request, simplify the configuration, shorten prompts), with "still fails the same way and
+    the fixed engine passes" as ``fails``.
+    """
+    cur = list(items)
+    if not fails(cur):
+        raise ValueError("drop_one_at_a_time needs a failing list to start from")
+    i = 0
+    while i < len(cur):
+        smaller = cur[:i] + cur[i + 1:]
+        if fails(smaller):
+            cur, i = smaller, 0
+        else:
+            i += 1
+    return cur
+
+
+def requests_in(w: Workload) -> list[tuple[int, Add]]:
+    """The workload's requests: its ``Add`` events with their steps."""
+    return [(s, e) for s in sorted(w.events) for e in w.events[s] if isinstance(e, Add)]
+
+
+def _others(w: Workload) -> list[tuple[int, Event]]:
+    return [(s, e) for s in sorted(w.events) for e in w.events[s] if not isinstance(e, Add)]
+
+
+def _with_events(w: Workload, events: dict[int, list[Event]], cfg: EngineConfig | None = None) -> Workload:
+    return Workload(cfg or w.cfg, {s: list(evs) for s, evs in sorted(events.items()) if evs})
+
+
+def _map_events(w: Workload, fn: Callable[[int, Event], tuple[int, Event] | None]) -> Workload:
+    out: dict[int, list[Event]] = {}
+    for s in sorted(w.events):
+        for e in w.events[s]:
+            r = fn(s, e)
+            if r is not None:
+                out.setdefault(r[0], []).append(r[1])
+    return _with_events(w, out)
+
+
+def _key(w: Workload) -> str:
+    return repr((w.cfg, sorted((s, tuple(evs)) for s, evs in w.events.items())))
+
+
+def measure(w: Workload, verdict: Verdict) -> tuple:
+    """What shrinking minimises, most important first: engine steps, then the workload's size."""
+    adds = requests_in(w)
+    rc = w.cfg.runner
+    return (verdict.steps, len(adds), len(_others(w)), w.cfg.data_parallel_size, rc.num_speculative_tokens,
+            rc.mamba_cache_mode != "none", rc.max_num_seqs, sum(a.max_tokens for _, a in adds),
+            sum(len(a.prompt) for _, a in adds), sum(s for s in w.events), rc.max_num_batched_tokens,
+            sum(int(a.req_id != f"r{i}") for i, (_, a) in enumerate(adds)))
+
+
+def _truncate(w: Workload, verdict: Verdict, records: list[StepRecord]) -> Workload:
+    """Cut the workload at the failure step: no later events, requests end by then."""
+    S = verdict.failure_step
+    if S <= 0:
+        return w
+    produced: dict[str, int] = {}
+    for r in records:
+        if r.step <= S:
+            for rid, toks in r.sampled.items():
+                produced[rid] = produced.get(rid, 0) + len(toks)
+    live_extra = 0 if failure_kind(verdict) == "divergence" else 1  # a crash needs them scheduled at S
+
+    def fn(s: int, e: Event):
+        if s > S:
+            return None
+        if isinstance(e, Add):
+            return s, replace(e, max_tokens=max(1, min(e.max_tokens, produced.get(e.req_id, 0) + live_extra)))
+        return s, e
+
+    return _map_events(w, fn)
+
+
+def _drop_request(w: Workload, rid: str) -> Workload:
+    return _map_events(w, lambda s, e: None if e.req_id == rid else (s, e))
+
+
+def _set_cfg(w: Workload, **runner_changes) -> Workload:
+    engine_changes = {k: runner_changes.pop(k) for k in list(runner_changes)
+                      if k in {f.name for f in fields(EngineConfig)}}
+    rc = replace(w.cfg.runner, **runner_changes)
+    return Workload(replace(w.cfg, runner=rc, **engine_changes), {s: list(v) for s, v in w.events.items()})
+
+
+def _families(w: Workload, verdict: Verdict, records: list[StepRecord]) -> list[Callable[[], Iterator[tuple[str, Workload]]]]:
+    """Families of smaller variants of ``w``, the likeliest big wins first."""
+    adds = requests_in(w)
+    rc = w.cfg.runner
+
+    def cut():
+        yield "cut at the failure step", _truncate(w, verdict, records)
+
+    def earlier():  # close gaps (everything from a step on moves one step earlier)
+        for s in sorted(w.events):
+            if s > 1 and s - 1 not in w.events:
+                yield f"steps >= {s} one earlier", _map_events(w, lambda s2, e, s=s: (s2 - 1 if s2 >= s else s2, e))
+
+    def drops():
+        for _, a in reversed(adds):
+            yield f"drop request {a.req_id}", _drop_request(w, a.req_id)
+        for s, e in _others(w):
+            yield f"drop {type(e).__name__.lower()} {e.req_id}", _map_events(
+                w, lambda s2, e2, e=e, s=s: None if (s2 == s and e2 == e) else (s2, e2))
+
+    def config():
+        if w.cfg.data_parallel_size > 1:
+            one = _set_cfg(w, data_parallel_size=1)
+            yield "one DP rank", _map_events(
+                one, lambda s, e: (s, replace(e, rank=0)) if isinstance(e, Add) else (s, e))
+        if rc.num_speculative_tokens:
+            ns = rc.num_speculative_tokens - 1
+            acc = w.cfg.acceptance
+            if not isinstance(acc, (int, float)):
+                acc = tuple(min(a, ns) for a in acc)
+            if ns == 0:
+                acc = 0.5
+            yield "fewer speculative tokens", _set_cfg(w, num_speculative_tokens=ns, acceptance=acc)
+        if rc.mamba_cache_mode != "none":
+            yield "mamba_cache_mode none", _set_cfg(w, mamba_cache_mode="none")
+        for m in (1, 2, 3, 4):
+            if m < rc.max_num_seqs:
+                yield f"max_num_seqs {m}", _set_cfg(w, max_num_seqs=m)
+
+    def one_earlier():
+        for s in sorted(w.events):
+            for e in w.events[s]:
+                if s > 1:
+                    yield f"{type(e).__name__.lower()} {e.req_id} one step earlier", _map_events(
+                        w, lambda s2, e2, e=e, s=s: (s2 - 1, e2) if (s2 == s and e2 == e) else (s2, e2))
+
+    def lengths():
+        for _, a in adds:
+            for mt in sorted({1, a.max_tokens // 2, a.max_tokens - 1}):  # smallest first
+                if 1 <= mt < a.max_tokens:
+                    yield f"{a.req_id} max_tokens {mt}", _map_events(
+                        w, lambda s, e, a=a, mt=mt: (s, replace(e, max_tokens=mt)) if e == a else (s, e))
+        for _, a in adds:
+            n = len(a.prompt)
+            for cut in sorted({1, n // 4, n // 2, (3 * n) // 4, n - 1}):
+                if 1 <= cut < n:
+                    yield f"{a.req_id} prompt[:{cut}]", _map_events(
+                        w, lambda s, e, a=a, cut=cut: (s, replace(e, prompt=e.prompt[:cut])) if e == a else (s, e))
+            if n > 1:
+                yield f"{a.req_id} prompt[1:]", _map_events(
+                    w, lambda s, e, a=a: (s, replace(e, prompt=e.prompt[1:])) if e == a else (s, e))
+
+    def cosmetic():
+        if rc.max_num_batched_tokens > 8:
+            yield "max_num_batched_tokens 8", _set_cfg(w, max_num_batched_tokens=8)
+        names = {a.req_id: f"r{i}" for i, (_, a) in enumerate(adds)}
+        if any(k != v for k, v in names.items()):
+            yield "rename requests", _map_events(w, lambda s, e: (s, replace(e, req_id=names[e.req_id])))
+
+    return [cut, earlier, drops, config, one_earlier, lengths, cosmetic]
+
+
+NUM_FAMILIES = 7
+
+
+@dataclass
+class ShrinkResult:
+    workload: Workload
+    verdict: Verdict
+    records: list[StepRecord]
+    runs: int  # engine runs spent (variants with the bugs, plus their baseline runs)
+    seconds: float
+    log: list[str] = field(default_factory=list)
+    baseline: Verdict | None = None  # the minimal workload with every fix (when a baseline was given)
+
+
+def shrink(workload: Workload, bugs: BugConfig, verdict: Verdict, records: list[StepRecord], *,
+           baseline: BugConfig | None = None, baseline_verdict: Verdict | None = None,
+           max_runs: int = 150, time_limit: float | None = None,
+           progress: Callable[[str], None] | None = None, plant: Plant | None = None) -> ShrinkResult:
+    """Greedy shrinking: keep any smaller variant that fails the same way, until none does.
+
+    "Smaller" is :func:`measure` (engine steps first). A variant runs with at
+    most the current number of steps, so one that would take longer stops
+    early. With a ``baseline`` (the fixed engine), a variant is kept only if
+    the baseline passes it: the reproduction stays one of *these* bugs, not
+    of something the fixes share.
+    """
+    kind = failure_kind(verdict)
+    assert kind is not None, "shrink() needs a failing workload"
+    t0 = time.perf_counter()
+    cur, cur_v, cur_r, cur_b = workload, verdict, records, baseline_verdict
+    seen = {_key(cur)}
+    runs = 0
+    log: list[str] = []
+
+    def out_of_budget() -> bool:
+        return runs >= max_runs or (time_limit is not None and time.perf_counter() - t0 > time_limit)
+
+    changed = True
+    while changed and not out_of_budget():
+        changed = False
+        for fam in range(NUM_FAMILIES):
+            # Stay in a family while it makes progress (its candidates are regenerated from the
+            # smaller workload), then move on; passes repeat until one changes nothing.
+            improved = True
+            while improved and not out_of_budget():
+                improved = False
+                for what, cand in _families(cur, cur_v, cur_r)[fam]():
+                    if out_of_budget():
+                        break
+                    k = _key(cand)
+                    if k in seen or not cand.events:
+                        continue
+                    seen.add(k)
+                    runs += 1
+                    try:
+                        v, r = run(cand, bugs, max_steps=max(1, cur_v.steps), plant=plant)
+                    except Exception:  # noqa: BLE001 - an invalid variant (e.g. a prompt the engine refuses)
+                        continue
+                    if failure_kind(v) != kind or not measure(cand, v) < measure(cur, cur_v):
+                        continue
+                    b = None
+                    if baseline is not None:
+                        runs += 1
+                        b, _ = run(cand, baseline)
+                        if not b.ok:
+                            continue
+                    cur, cur_v, cur_r, cur_b = cand, v, r, b
+                    log.append(f"{what}: {v.steps} steps")
+                    if progress:
+                        progress(f"  shrink: {what} -> {v.steps} steps, {len(requests_in(cur))} requests")
+                    improved = changed = True
+                    break
+    return ShrinkResult(cur, cur_v, cur_r, runs, time.perf_counter() - t0, log, cur_b)
+
+
+__all__ = ["NUM_FAMILIES", "ShrinkResult", "requests_in", "drop_one_at_a_time", "measure", "shrink"]
