@@ -112,7 +112,7 @@ def start_cpu_refs(work: list[tuple[Workload, BugConfig]], tmp: Path, procs: int
                              env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         running.append((p, idx, dst, log))
 
-    def wait(timeout_s: float = 900) -> list[tuple[Verdict, list]]:
+    def wait(timeout_s: float = 240) -> list[tuple[Verdict, list]]:
         results: list = [None] * len(work)
         for p, idx, dst, log in running:
             rc = p.wait(timeout=timeout_s)
@@ -179,7 +179,7 @@ def _error(e: BaseException) -> str:
 
 
 def run_check(device: str = "cuda", *, seeds=SEEDS, num_random: int = NUM_RANDOM, fault: bool = True,
-              cpu_procs: int = 8, timeout_s: float = 300, log=print) -> dict:
+              cpu_procs: int = 8, timeout_s: float = 150, log=print) -> dict:
     """The whole check (see the module docstring); returns a JSON-able dict.
 
     Two launches (the scenario replays, then the random workloads), then the planted fault and
@@ -223,7 +223,7 @@ def run_check(device: str = "cuda", *, seeds=SEEDS, num_random: int = NUM_RANDOM
     if fault:
         t = time.monotonic()
         try:
-            r = run_workload_distributed(stale_rows(0), BugConfig(), inject_fault=FAULT, timeout_s=120, device=device)
+            r = run_workload_distributed(stale_rows(0), BugConfig(), inject_fault=FAULT, timeout_s=90, device=device)
             out["fault"] = dict(raised=False, verdict=r.verdict.summary(), elapsed_s=round(time.monotonic() - t, 1))
         except Exception as e:  # noqa: BLE001 - DistributedRunError expected on a GPU
             out["fault"] = dict(raised=True, error_type=type(e).__name__, rank=getattr(e, "rank", None),
@@ -232,7 +232,7 @@ def run_check(device: str = "cuda", *, seeds=SEEDS, num_random: int = NUM_RANDOM
         log(f"[dp_check] planted fault {FAULT}: { {k: v for k, v in out['fault'].items() if k != 'log'} }")
         t = time.monotonic()
         try:
-            r = run_workload_distributed(stale_rows(0), BugConfig(), timeout_s=120, device=device)
+            r = run_workload_distributed(stale_rows(0), BugConfig(), timeout_s=90, device=device)
             out["after_fault"] = dict(ok=r.verdict.ok, verdict=r.verdict.summary(), ranks=r.ranks,
                                       elapsed_s=round(time.monotonic() - t, 1))
         except Exception as e:  # noqa: BLE001
