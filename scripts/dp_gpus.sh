@@ -16,7 +16,7 @@ out=${1:-dp-results}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 py=${PYTHON:-python3}
-{ date -u; git rev-parse --short HEAD 2>/dev/null; nvidia-smi -L
+{ date -u; cat COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null; nvidia-smi -L
   $py -c 'import torch; print("torch", torch.__version__, "sees", torch.cuda.device_count(), "GPUs")'
   env | grep -E '^(NCCL_|TORCH_NCCL|TORCH_SYMM|NVSHMEM)' | sort; } > "$out/dp-env.txt" 2>&1
 cat "$out/dp-env.txt"
