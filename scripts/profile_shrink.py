@@ -21,8 +21,21 @@ from pathlib import Path
 os.environ.setdefault("MAMBALAB_DEVICE", "cpu")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 
+import importlib  # noqa: E402
+
 from mambalab.lab import hunt as H  # noqa: E402
 from mambalab.lab.bugs import BugConfig  # noqa: E402
+
+
+def _modules():
+    """The hunter's modules that bind ``run`` / ``_families`` (hunt.py, or its split-out shrink.py)."""
+    mods = [H]
+    for name in ("mambalab.lab.shrink",):
+        try:
+            mods.append(importlib.import_module(name))
+        except ImportError:
+            pass
+    return mods
 
 
 def main(argv=None) -> int:
@@ -34,7 +47,10 @@ def main(argv=None) -> int:
 
     current = {"family": "search"}
     stats: dict[str, dict] = defaultdict(lambda: dict(runs=0, steps=0, seconds=0.0))
-    orig_run, orig_families = H.run, H._families
+    mods = _modules()
+    orig_run = next(m.run for m in mods if hasattr(m, "run"))
+    orig_families = next(m._families for m in mods if hasattr(m, "_families"))
+    saved = [(m, n, getattr(m, n)) for m in mods for n in ("run", "_families") if hasattr(m, n)]
 
     def families(w, v, r):
         out = []
@@ -57,13 +73,15 @@ def main(argv=None) -> int:
         s["seconds"] += time.perf_counter() - t
         return v, rec
 
-    H.run, H._families = run, families
+    for m, n, _ in saved:
+        setattr(m, n, run if n == "run" else families)
     t0 = time.perf_counter()
     try:
         r = H.hunt(BugConfig.with_bugs(args.bug), budget=args.budget, seed=args.seed,
                    progress=lambda m: None)
     finally:
-        H.run, H._families = orig_run, orig_families
+        for m, n, v in saved:
+            setattr(m, n, v)
     wall = time.perf_counter() - t0
     found = r.found
     print(f"hunt --bugs {args.bug} --seed {args.seed}: {wall:.1f} s wall, load {os.getloadavg()[0]:.2f}")

@@ -134,19 +134,29 @@ def main(argv=None) -> int:
         from mambalab.lab import hunt as H
         from mambalab.lab.bugs import BugConfig
 
+        import importlib
+
         runs = {"n": 0}
-        orig = H.run
+        mods = [H]
+        try:
+            mods.append(importlib.import_module("mambalab.lab.shrink"))  # the shrinker, once split out
+        except ImportError:
+            pass
+        saved = [(m, m.run) for m in mods if hasattr(m, "run")]
+        orig = saved[0][1]
 
         def counted(*a, **k):
             runs["n"] += 1
             return orig(*a, **k)
 
-        H.run = counted
+        for m, _ in saved:
+            m.run = counted
         try:
             bugs = BugConfig() if args.what == "clean" else BugConfig.with_bugs(args.bug)
             r = H.hunt(bugs, budget=args.budget, seed=args.seed)
         finally:
-            H.run = orig
+            for m, f in saved:
+                m.run = f
         extra["engine runs"] = runs["n"]
         extra["workloads"] = r.workloads
         if r.found is not None:
