@@ -104,7 +104,8 @@ def test_trace_gives_the_verdict_of_replay_and_snapshots_the_steps_asked_for():
 
 def test_trace_of_a_start_up_crash_has_no_engine():
     t = wb.trace("spec-slots/padding")
-    assert t.engine is None and t.exit_code == 1 and "capture" in t.verdict.crash
+    assert t.engine is None and t.exit_code == 1 and t.verdict.crash.kind == "startup"
+    assert "capture" in t.verdict.crash.describe()
     assert t.records == [] and t.tokens() == ({}, {})
 
 

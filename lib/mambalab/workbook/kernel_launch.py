@@ -1,0 +1,104 @@
+"""One kernel launch on its own: Mamba2's decode kernel (``selective_state_update``) over a small
+pool, recorded by the sanitizer (a ``-1``, a ``0``, the ``< 0`` guard), with the report and the
+access map of that one launch."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from mambalab.constants import NULL_BLOCK_ID
+from mambalab.device import DEVICE_TYPE, INTERPRET
+from mambalab.lab import sanitizer
+from mambalab.lab.bugs import BugConfig
+from mambalab.viz.text import Text
+
+
+@dataclass
+class KernelRun:
+    """One sanitized ``selective_state_update`` launch over a small pool (what :func:`launch_ssu` returns)."""
+
+    indices: list[int]
+    bugs: BugConfig
+    before: torch.Tensor  # the pool before the launch
+    state: torch.Tensor  # the pool after it
+    reference: torch.Tensor  # the fixed pure-torch reference on a copy of ``before``
+    log: sanitizer.AccessLog
+    error: sanitizer.IllegalMemoryAccess | None
+    owners: dict[int, str]
+
+    @property
+    def num_slots(self) -> int:
+        return int(self.state.shape[0])
+
+    def report(self) -> Text:
+        """The launch in a few lines: indices, guard, and the sanitizer's verdict."""
+        lines = [f"state_batch_indices = {self.indices}   ({self.bugs}, kernel guard {self.bugs.kernel_guard.name})"]
+        if self.error is not None:
+            e = self.error
+            lines.append(f"IllegalMemoryAccess in '{e.kernel}': {e.total} invalid accesses; the first: "
+                         + e.violations[0].describe())
+        else:
+            lines.append("no illegal access")
+        null = "zero" if bool((self.state[NULL_BLOCK_ID] == 0).all()) else "NOT zero"
+        lines.append(f"null block {NULL_BLOCK_ID} after the launch: {null}")
+        return Text("\n".join(textwrap.fill(x, 110, subsequent_indent="    ") for x in lines))
+
+    def draw_access_map(self, **kw):
+        from mambalab import viz
+
+        return viz.draw_access_map(self.log, num_slots=self.num_slots, **kw)
+
+    def draw_state_pool(self, **kw):
+        from mambalab import viz
+
+        kw.setdefault("reference", self.reference)
+        return viz.draw_state_pool(self.state, reads=self.log.slots("state", "load"),
+                                   writes=self.log.slots("state", "store"), owners=self.owners, **kw)
+
+
+def launch_ssu(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: int = 8, seed: int = 0) -> KernelRun:
+    """Mamba2's decode kernel on ``len(indices)`` rows of a ``slots``-slot pool, recorded by the sanitizer.
+
+    Rows with a positive index are live requests (named r0, r1, ... in row
+    order); the pool's other slots hold random state, the null block holds
+    zeros. An illegal access is caught (``KernelRun.error``), not raised.
+    On a GPU nothing is recorded and a wild index is a real fault: there a
+    negative index is refused.
+    """
+    from mambalab.kernels.mamba_ssm import selective_state_update
+    from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
+
+    bugs = bugs if bugs is not None else BugConfig()
+    if not INTERPRET and any(int(i) < 0 for i in indices):
+        raise RuntimeError("launch_ssu: a negative index on a GPU is a real illegal access; "
+                           "run this cell on the CPU interpreter (MAMBALAB_DEVICE=cpu)")
+    g = torch.Generator().manual_seed(seed)
+    n, H, P, N = len(indices), 2, 4, 4
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g)
+
+    state = r(slots, H, P, N)
+    state[NULL_BLOCK_ID] = 0
+    kw = dict(x=r(n, H, P), dt=r(n, H, P) * 0.5, A=-(r(H, P, N).abs() + 0.5), B=r(n, 1, N), C=r(n, 1, N),
+              D=r(H, P), dt_bias=r(H, P) * 0.3, z=r(n, H, P), dt_softplus=True)
+    dev = torch.device("cpu") if INTERPRET else torch.device(DEVICE_TYPE)
+    state = state.to(dev)
+    kw = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+    before = state.clone()
+    reference = state.clone()
+    idx = torch.tensor(list(indices), dtype=torch.int32, device=dev)
+    error = None
+    with sanitizer.recording() as log:
+        try:
+            selective_state_update(state, state_batch_indices=idx, bugs=bugs, **kw)
+        except sanitizer.IllegalMemoryAccess as e:
+            error = e
+    selective_state_update_ref(reference, state_batch_indices=idx.clamp(min=0), **kw)
+    owners = {int(v): f"r{i}" for i, v in enumerate(indices) if int(v) > NULL_BLOCK_ID}
+    return KernelRun(list(int(i) for i in indices), bugs, before.cpu(), state.cpu(), reference.cpu(), log, error,
+                     owners)

@@ -1,0 +1,297 @@
+"""A traced run and what it kept: :class:`Snapshot` (one rank right after one step: block table,
+metadata, state pools, the kernels' accesses, copied so later steps cannot change them) and
+:class:`Trace` (the run's verdict plus its snapshots, as text and drawings). The tracer that takes
+them while the engine steps is :mod:`mambalab.workbook.tracer`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from mambalab.attention.mamba_metadata import MambaAttentionMetadataBuilder
+from mambalab.core.block_pool import BlockPool
+from mambalab.engine.core import Engine
+from mambalab.lab import sanitizer
+from mambalab.lab.reference import reference_output
+from mambalab.lab.scenarios import ReplayResult
+from mambalab.lab.verdict import Verdict
+from mambalab.viz.text import Text
+from mambalab.worker.input_batch import InputBatch
+from mambalab.worker.model_runner import StepRecord
+from mambalab.workbook.blocks import _block_status
+from mambalab.workbook.summary import summary_of
+
+
+@dataclass
+class Snapshot:
+    """One rank right after one step: what the drawings need, copied so later steps cannot change it."""
+
+    step: int
+    rank: int
+    record: StepRecord | None
+    input_batch: InputBatch
+    block_pool: BlockPool
+    owners: dict[int, str]
+    cm: Any = None  # CommonAttentionMetadata of the step (copied at build time)
+    md: Any = None  # MambaAttentionMetadata
+    builder: MambaAttentionMetadataBuilder | None = None  # persistent graph buffers after the build
+    pools: dict[str, torch.Tensor] = field(default_factory=dict)
+    log: sanitizer.AccessLog | None = None
+    scheduled: dict[str, int] = field(default_factory=dict)
+    crashed: bool = False  # the engine stopped in this step (an illegal access or another error)
+
+    @property
+    def kind(self) -> str:
+        if self.crashed:
+            return "crashed"
+        return self.record.kind if self.record is not None else "none"
+
+    @property
+    def num_reqs(self) -> int:
+        """Live rows of the step (0 for a dummy run: its rows are not requests)."""
+        if self.record is None:
+            return self.input_batch.num_reqs
+        return 0 if self.record.kind == "dummy" else self.record.num_reqs
+
+    @property
+    def num_reqs_padded(self) -> int:
+        if self.record is None:  # the step crashed: its metadata says how far it was padded
+            return int(self.cm.num_reqs) if self.cm is not None else self.input_batch.num_reqs
+        return self.record.num_reqs_padded
+
+
+class Trace:
+    """A workload run step by step: the verdict of :func:`~mambalab.lab.scenarios.replay` plus snapshots.
+
+    ``trace.result`` is a ``ReplayResult``; ``trace.engine`` the engine at
+    the end (None when it could not start); ``trace.snapshots[(step, rank)]``
+    the copies taken after the steps asked for. The ``draw_*`` methods draw
+    one of them (or, for the timeline, the whole run).
+    """
+
+    def __init__(self, result: ReplayResult, engine: Engine | None, snapshots: dict[tuple[int, int], Snapshot],
+                 scheduled: dict[tuple[int, int], dict[str, int]]):
+        self.result = result
+        self.engine = engine
+        self.snapshots = snapshots
+        self.scheduled = scheduled
+
+    @property
+    def exit_code(self) -> int:
+        return self.result.exit_code
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.result.verdict
+
+    @property
+    def records(self) -> list[StepRecord]:
+        return self.engine.records if self.engine is not None else []
+
+    def __repr__(self) -> str:
+        return f"Trace({self.result.bug!r}, fixed={self.result.fixed}, seed={self.result.seed}, " \
+               f"exit_code={self.exit_code}, snapshots={sorted(self.snapshots)})"
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(summary_of(self))
+
+    def snapshot(self, step: int, rank: int = 0) -> Snapshot:
+        try:
+            return self.snapshots[(step, rank)]
+        except KeyError:
+            raise KeyError(f"no snapshot of step {step}, rank {rank}; taken: {sorted(self.snapshots)} "
+                           f"(ask for it with trace(..., at=[{step}]))") from None
+
+    # -- text ------------------------------------------------------------------------
+    def steps(self, rank: int | None = None) -> Text:
+        """One line per step and rank: what ran, padded to what, graph refreshed or not."""
+        lines = []
+        for r in self.records:
+            if rank is not None and r.rank != rank:
+                continue
+            if r.kind == "dummy":
+                what = f"dummy batch of {r.num_reqs_padded} row{'s' if r.num_reqs_padded != 1 else ''}"
+            else:
+                sched = self.scheduled.get((r.step, r.rank), {})
+                what = ", ".join(f"{q}:{sched.get(q, '?')}" for q in r.req_ids) or "-"
+                if r.num_reqs_padded > r.num_reqs:
+                    what += f" + {r.num_reqs_padded - r.num_reqs} padded"
+            graph = r.mode if r.mode != "FULL" else ("FULL, buffers refreshed" if r.refreshed
+                                                     else "FULL, buffers NOT refreshed")
+            lines.append(f"step {r.step:>2} rank {r.rank}: {what} [{graph}]")
+        return Text("\n".join(lines))
+
+    # -- drawings --------------------------------------------------------------------
+    def draw_block_table(self, step: int, rank: int = 0, **kw):
+        from mambalab import viz
+
+        s = self.snapshot(step, rank)
+        return viz.draw_block_table(s.input_batch, num_reqs=s.num_reqs, num_reqs_padded=s.num_reqs_padded,
+                                    pool=s.block_pool, **kw)
+
+    def draw_metadata(self, step: int, rank: int = 0, **kw):
+        from mambalab import viz
+
+        s = self.snapshot(step, rank)
+        if s.cm is None:
+            raise ValueError(f"step {step}, rank {rank} built no metadata")
+        req_ids = list(s.record.req_ids) if s.record is not None else list(s.input_batch.req_ids)
+        return viz.draw_metadata(s.cm, s.md, num_reqs=s.num_reqs, builder=s.builder, req_ids=req_ids or None,
+                                 **kw)
+
+    def accesses(self, step: int, rank: int = 0, kernel: str = "selective_state_update"):
+        """``(reads, writes)``: ``{row: slots}`` that ``kernel`` loaded and stored in the step (None: not recorded)."""
+        s = self.snapshot(step, rank)
+        if s.log is None:
+            return None, None
+        return s.log.slots("state", "load", kernel=kernel), s.log.slots("state", "store", kernel=kernel)
+
+    def draw_state_pool(self, step: int, rank: int = 0, kernel: str = "selective_state_update", *,
+                        before: int | None = None, slots: int | None = None, **kw):
+        """The rank's state pools after the step; ▼/▲: rows of ``kernel`` that loaded/stored each slot.
+
+        ``before``: a step whose snapshot is the reference (slots that changed
+        since are framed). ``slots``: how many leading slots to draw (default:
+        enough for every touched, owned, poisoned or changed slot, a multiple of 8).
+        """
+        from mambalab import viz
+
+        s = self.snapshot(step, rank)
+        reads, writes = self.accesses(step, rank, kernel)
+        ref = self.snapshot(before, rank).pools if before is not None else None
+        n = slots if slots is not None else _slots_needed(s.pools, ref, reads, writes, s.owners)
+        pools = {k: v[:n] for k, v in s.pools.items()}
+        ref = {k: v[:n] for k, v in ref.items()} if ref is not None else None
+        if ref is not None and "title" not in kw:
+            from mambalab.viz._common import title_from
+
+            found = viz.analyse_state_pool(pools, reads=reads, writes=writes, reference=ref, owners=s.owners)
+            kw["title"] = title_from(found["findings"], "state pool consistent").replace(
+                "from the reference", f"from the pool after step {before}")
+        return viz.draw_state_pool(pools, reads=reads, writes=writes, owners=s.owners, reference=ref, **kw)
+
+    def block_status(self, step: int, rank: int, block: int) -> str:
+        """Whose block ``block`` is after the step: a request's, free and cached, free, or the null block."""
+        s = self.snapshot(step, rank)
+        return _block_status(s.block_pool, s.owners, block)
+
+    def writes(self, step: int, rank: int = 0, kernel: str = "selective_state_update") -> Text:
+        """One line per slot that ``kernel`` stored in the step: which rows, and whose block it is."""
+        s = self.snapshot(step, rank)
+        _, writes = self.accesses(step, rank, kernel)
+        if writes is None:
+            return Text(f"step {step}, rank {rank}: accesses not recorded")
+        by_slot: dict[int, set[int]] = {}
+        for row, ss in writes.items():
+            for x in ss:
+                by_slot.setdefault(int(x), set()).add(int(row))
+        kind = "dummy " if s.kind == "dummy" else ""
+        lines = [f"step {step}, rank {rank} ({kernel}):"]
+        for slot in sorted(by_slot):
+            rows = ", ".join(str(r) for r in sorted(by_slot[slot]))
+            lines.append(f"  {kind}row(s) {rows} stored slot {slot}: {_block_status(s.block_pool, s.owners, slot)}")
+        if len(lines) == 1:
+            lines.append("  no store")
+        return Text("\n".join(lines))
+
+    def draw_access_map(self, step: int, rank: int = 0, kernel: str = "selective_state_update", **kw):
+        from mambalab import viz
+
+        s = self.snapshot(step, rank)
+        if s.log is None:
+            raise ValueError(f"step {step} was traced without access recording (record_access=True)")
+        n = next(iter(s.pools.values())).shape[0] if s.pools else None
+        return viz.draw_access_map(s.log, kernel=kernel, num_slots=n, **kw)
+
+    def decode_slots(self, step: int, rank: int = 0) -> Text:
+        """Per decode row: the slots the mixer gathers to read, the one it starts from, the ones it writes."""
+        s = self.snapshot(step, rank)
+        if s.md is None or s.builder is None:
+            return Text(f"step {step}, rank {rank}: no metadata")
+        src, dst, na = s.builder.decode_state_slots(s.md)
+        ids = list(s.record.req_ids) if s.record is not None else []
+        prev = next((r for r in self.records if r.step == step - 1 and r.rank == rank), None)
+        lines = []
+        for i in range(s.md.num_decodes):
+            rid = ids[i] if i < len(ids) else "pad"
+            row_src = src[i].tolist() if src.dim() == 2 else [int(src[i])]
+            row_dst = dst[i].tolist() if dst.dim() == 2 else [int(dst[i])]
+            before = f"step {step - 1} accepted {prev.num_accepted[rid]}; " if prev and rid in prev.num_accepted else ""
+            if na is not None:
+                acc = int(na[i])
+                how = f"num_accepted_tokens {acc} -> starts from slot {row_src[min(acc, len(row_src)) - 1]}"
+            elif s.builder.num_spec:
+                how = f"no num_accepted_tokens -> starts from slot {row_src[0]}"
+            else:
+                how = f"starts from slot {row_src[0]}"
+            lines.append(f"row {i} ({rid}): {before}gathers {row_src}, {how}; writes {row_dst}")
+        return Text("\n".join(lines) or f"step {step}, rank {rank}: no decode row")
+
+    def tokens(self, rank: int | None = None, requests: Sequence[str] | None = None):
+        """``(expected, got)``: each request's reference tokens and the engine's."""
+        if self.engine is None:
+            return {}, {}
+        expected, got = {}, {}
+        for rid, res in self.engine.results.items():
+            if (rank is not None and res.rank != rank) or (requests is not None and rid not in requests):
+                continue
+            expected[rid] = reference_output(self.engine, res.prompt, res.max_tokens)
+            got[rid] = list(res.output)
+        return expected, got
+
+    def draw_timeline(self, rank: int | None = None, requests: Sequence[str] | None = None, **kw):
+        """Tokens against the reference per request, with the batch of each step of ``rank`` below."""
+        from mambalab import viz
+
+        expected, got = self.tokens(rank, requests)
+        steps = []
+        for r in self.records:
+            if rank is not None and r.rank != rank:
+                continue
+            if rank is None and len({x.rank for x in self.records}) > 1 and r.kind == "dummy":
+                continue
+            sched = self.scheduled.get((r.step, r.rank), {})
+            entry: dict[str, Any] = {"step": r.step, "scheduled": {q: sched.get(q, 1) for q in r.req_ids},
+                                     "num_reqs_padded": r.num_reqs_padded}
+            if r.kind == "dummy":
+                entry["scheduled"] = {}
+                entry["dummy"] = True
+            elif r.mode == "FULL" and not r.refreshed:
+                entry["label"] = "graph buffers not refreshed"
+            steps.append(entry)
+        _label_dummy_runs(steps)
+        return viz.draw_timeline(expected, got, steps=steps, **kw)
+
+
+def _label_dummy_runs(steps: list[dict]) -> None:
+    """Label the first step of each run of consecutive dummy runs: ``dummy runs (steps 3-9)``."""
+    i = 0
+    while i < len(steps):
+        if not steps[i].get("dummy"):
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(steps) and steps[j + 1].get("dummy") and steps[j + 1]["step"] == steps[j]["step"] + 1:
+            j += 1
+        a, b = steps[i]["step"], steps[j]["step"]
+        steps[i]["label"] = "dummy run" if i == j else f"dummy runs (steps {a}-{b})"
+        i = j + 1
+
+
+def _slots_needed(pools, ref, reads, writes, owners) -> int:
+    n_all = min(p.shape[0] for p in pools.values())
+    interesting = {0} | set(owners)
+    for m in (reads or {}), (writes or {}):
+        for ss in m.values():
+            interesting |= {int(x) for x in ss}
+    for k, p in pools.items():
+        flat = p.reshape(p.shape[0], -1)
+        interesting |= {int(i) for i in torch.nonzero(~torch.isfinite(flat).all(1)).flatten()}
+        interesting |= {int(i) for i in torch.nonzero((flat != 0).any(1)).flatten()}
+        if ref is not None:
+            r = ref[k].reshape(p.shape[0], -1)
+            interesting |= {int(i) for i in torch.nonzero(~((flat == r) | (flat.isnan() & r.isnan())).all(1)).flatten()}
+    top = max(x for x in interesting if x < n_all) + 1
+    return min(n_all, max(8, -(-top // 8) * 8))
