@@ -120,14 +120,15 @@ def idle_rank(bugs: BugConfig) -> World:
 def test_stale_rows_are_named_in_the_dummy_run():
     w = idle_rank(BugConfig.with_bugs("stale-rows"))
     found = viz.describe_block_table(w.bt, num_reqs=0, num_reqs_padded=4, pool=w.pool)
-    assert found[0] == ("row 0 is stale: it points at block 1, owned by r2: a padded or dummy row reads and "
+    assert found[0] == ("row 0 is stale: it points at block 1, owned by r2: the dummy batch reads and "
                         "writes it this step"), found
     assert found[1].startswith("row 1 is stale: it points at block 2, freed")
     fig = viz.draw_block_table(w.bt, num_reqs=0, num_reqs_padded=4, pool=w.pool)
     title = fig.axes[0].get_title(loc="left")
     assert title.startswith("row 0 is stale: it points at block 1")
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    assert labels[:2] == ["0  stale", "1  stale"] and labels[2:4] == ["2  pad", "3  pad"]
+    # a DP dummy batch has num_reqs == num_reqs_padded: its rows are dummy rows, not padding
+    assert labels[:2] == ["0  stale", "1  stale"] and labels[2:4] == ["2  dummy", "3  dummy"]
     save(fig, "block_table_stale_rows")
 
 
@@ -138,6 +139,32 @@ def test_fixed_dummy_run_is_consistent():
     fig = viz.draw_block_table(w.bt, num_reqs=0, num_reqs_padded=4, pool=w.pool)
     assert fig.axes[0].get_title(loc="left").startswith("all rows consistent")
     save(fig, "block_table_fixed_dummy_run")
+
+
+def test_dummy_batch_rows_are_not_drawn_as_padding():
+    """Issue 17: an idle DP rank's dummy rows (num_reqs == num_reqs_padded) are no CUDA-graph padding."""
+    w = idle_rank(BugConfig())
+    found = viz.describe_block_table(w.bt, num_reqs=0, num_reqs_padded=4, pool=w.pool)
+    assert "rows 0–3 are the DP dummy batch (num_reqs == num_reqs_padded: no padding to mask), holding the " \
+           "null block 0 on the device" in found, found
+    assert not any("padding" in s and "no padding" not in s for s in found), found
+    fig = viz.draw_block_table(w.bt, num_reqs=0, num_reqs_padded=4, pool=w.pool)
+    title = fig.axes[0].get_title(loc="left")
+    assert "CUDA-graph padding" not in title and "dummy batch" in title, title
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["0  dummy", "1  dummy", "2  dummy", "3  dummy"]
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert not any("padded rows" in t or ("padding" in t and "no padding" not in t) for t in legend), legend
+    assert any("DP dummy batch" in t for t in legend), legend
+    # a real step padded for its graph keeps "pad"; told explicitly, the same rows can be either
+    assert viz.analyse_block_table(w.bt, num_reqs=0, num_reqs_padded=4, dummy=False).row_label[:4] == ["pad"] * 4
+    # the metadata of the dummy step says the same
+    _, cm, md = w.dummy_run(4)
+    meta = viz.describe_metadata(cm, md, num_reqs=0, builder=w.mb)
+    assert any("DP dummy batch of 4 rows" in s and "no padding" in s for s in meta), meta
+    assert not any("of them padded" in s for s in meta), meta
+    mfig = viz.draw_metadata(cm, md, num_reqs=0, builder=w.mb)
+    assert [t.get_text() for t in mfig.axes[0].get_yticklabels()][:4] == [f"{i}  dummy" for i in range(4)]
+    save(fig, "block_table_dummy_batch")
 
 
 def test_stale_row_points_at_another_requests_block():
@@ -399,6 +426,34 @@ def test_metadata_names_the_stale_padded_prefill():
     assert fig2.axes[0].get_title(loc="left") == "3 decodes + 1 padded row, 0 prefills: graph buffers refreshed"
     save(fig2, "metadata_fixed")
     assert not np.array_equal(pixels(fig), pixels(viz.draw_metadata(cm, md, num_reqs=3)))
+
+
+def test_metadata_no_replay_finding_without_a_full_graph():
+    """Issue 17: a prefill step (PIECEWISE or eager) replays no FULL graph, so a graph buffer that
+    disagrees with its block table is read by nobody: no "replays ... NOT refreshed" finding there."""
+    w = World(BugConfig())
+    for r in ("r0", "r1"):
+        w.add(r)
+    w.step([1, 1])  # a FULL decode step: the graph buffer now holds r0's and r1's slots
+    w.finish("r0")
+    w.finish("r1")
+    w.ib.condense()
+    w.add("r2", prompt=10, computed=2)  # a prefill: the Mamba builder does not refresh the buffer
+    desc, cm, md = w.step([8])
+    assert not md.cudagraph_buffers_refreshed and md.num_prefills == 1
+    buf = w.mb.state_indices_tensor_d.reshape(w.mb.state_indices_tensor_d.shape[0], -1)
+    assert int(buf[0, 0]) != int(cm.block_table_tensor[0, 0])  # stale, but read by no graph
+    found = viz.describe_metadata(cm, md, num_reqs=1, builder=w.mb)
+    assert not any("replays" in s or "NOT refreshed" in s for s in found), found
+    fig = viz.draw_metadata(cm, md, num_reqs=1, builder=w.mb)
+    title = fig.axes[0].get_title(loc="left")
+    assert "replays" not in title and "NOT refreshed" not in title, title
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert "replayed" not in texts, texts
+    # told that the step ran FULL, the same buffer is what the graph reads: the finding comes back
+    assert any(s.startswith("row 0 replays") for s in viz.describe_metadata(cm, md, num_reqs=1, builder=w.mb,
+                                                                              mode="FULL"))
+    save(fig, "metadata_prefill_step_no_replay")
 
 
 def test_metadata_all_mode_spec_and_padding_bug():

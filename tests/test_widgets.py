@@ -204,7 +204,7 @@ def test_every_row_padded_dummy_batch_on_the_idle_rank():
     rv = p._vi.rv
     assert rv.kind == "dummy" and rv.n == 0 and rv.p >= 1
     assert "every row is padding" in p.message.value
-    assert "a padded or dummy row reads and writes it this step" in p.findings["block_table"].value
+    assert "the dummy batch reads and writes it this step" in p.findings["block_table"].value
     assert "wrote block 1, which no request holds" in p.findings["state_pool"].value
     a = pixels(p.figure_png())
     p.rank_select.value = 0  # the busy rank at the same step

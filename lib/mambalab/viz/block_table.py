@@ -8,6 +8,10 @@ rows across. Three of the catalogue's bugs are visible right here:
 * a stale row (#37728): a row that no live request owns still points at a
   block that was freed or now belongs to another request, and a dummy run
   (``num_reqs == num_reqs_padded``) reads it;
+* a DP dummy batch is not padding: its rows are rows of their own
+  (``num_reqs == num_reqs_padded``, nothing for the padded-row null fill to
+  mask), so they are labelled "dummy", never "pad" (a step with rows but no
+  request, ``num_reqs=0 < num_reqs_padded``, can only be a dummy run);
 * a device row that disagrees with the CPU mirror (a missing commit).
 """
 
@@ -56,7 +60,7 @@ STALE_KINDS = (FREED, FOREIGN, LEFTOVER)
 # category -> (legend label, face colour, hatch, text colour)
 STYLE: dict[str, tuple[str, str, str | None, str]] = {
     LIVE: ("live: this row's request's block", PALETTE["sky"], None, "black"),
-    NULL: ("null block 0 (padding, skipped)", PALETTE["light"], None, "#666666"),
+    NULL: ("null block 0 (no request's block: skipped)", PALETTE["light"], None, "#666666"),
     MINUS: ("-1 = PAD_SLOT_ID: illegal in a block table", PALETTE["vermillion"], "xx", "black"),
     INVALID: ("block id outside the pool", "#444444", "xx", "black"),
     FREED: ("stale: points at a freed block", PALETTE["orange"], "////", "black"),
@@ -83,6 +87,7 @@ class BlockTableView:
     cols_needed: int = 0
     # per row: None (same), "error" (read this step, not a padding fill), "filled" (padding), "dormant"
     diff_kind: list[str | None] = field(default_factory=list)
+    dummy: bool = False  # rows num_reqs..num_reqs_padded are a DP dummy batch, not CUDA-graph padding
 
     @property
     def sentences(self) -> list[str]:
@@ -116,8 +121,15 @@ def analyse_block_table(
     pool=None,
     owners: Mapping[int, str] | None = None,
     group: int = 0,
+    dummy: bool | None = None,
 ) -> BlockTableView:
-    """Classify every cell of both copies and phrase the findings (headless)."""
+    """Classify every cell of both copies and phrase the findings (headless).
+
+    ``dummy``: the rows past ``num_reqs`` are an idle DP rank's dummy batch
+    (``_dummy_run``: ``num_reqs == num_reqs_padded``, no padding), not
+    CUDA-graph padding. ``None``: a dummy batch when ``num_reqs == 0`` and
+    ``num_reqs_padded > 0`` (no real step has rows and no request).
+    """
     bt, row_ids = _resolve(block_table, group, req_ids)
     cpu = np.asarray(to_numpy(bt.block_table.np if hasattr(bt.block_table, "np") else bt.block_table.cpu),
                      dtype=np.int64)
@@ -136,6 +148,8 @@ def analyse_block_table(
                                          f"fit a table of {R} rows: clamped", 9000))
     n = min(n, R)
     p = max(n, min(p, R))
+    is_dummy = (n == 0 and p > 0) if dummy is None else bool(dummy) and p > n
+    pad_word = "dummy" if is_dummy else "pad"  # the row label of rows n..p
 
     limit = None
     if pool is not None:
@@ -209,17 +223,17 @@ def analyse_block_table(
             diff_kind.append(None)
             continue
         live = r < n
-        kind = "live" if live else ("pad" if r < p else "empty")
+        kind = "live" if live else (pad_word if r < p else "empty")
         g, k = cat_gpu[r], cat_cpu[r]
         read = r < p
         if not live and any(x in STALE_KINDS + (MINUS, INVALID) for x in list(g) + list(k)):
-            kind = "stale" if r >= p else "pad"
-        if kind == "pad" and any(x in STALE_KINDS for x in g):
+            kind = "stale" if r >= p else pad_word
+        if kind == pad_word and any(x in STALE_KINDS for x in g):
             kind = "stale"
         row_kind.append(kind)
         rid = row_ids.get(r)
         row_label.append(rid if live and rid is not None else ("live" if live else
-                         ("pad" if r < p and kind != "stale" else kind)))
+                         (pad_word if r < p and kind != "stale" else kind)))
         who = f"row {r}" + (f" ({rid})" if live and rid is not None else "")
 
         # -1 and out-of-pool ids
@@ -249,10 +263,11 @@ def analyse_block_table(
             elif stale_k and not stale_g:
                 text += " (CPU mirror only; a commit would copy it to the device)"
             if read and stale_g:
-                findings.append(Finding(ERROR, text + ": a padded or dummy row reads and writes it this step",
+                who_reads = "the dummy batch" if is_dummy else "a padded row"
+                findings.append(Finding(ERROR, text + f": {who_reads} reads and writes it this step",
                                         2000 + r))
             else:
-                findings.append(Finding(WARNING, text + ("" if read else ": not read this step, a dummy run would"),
+                findings.append(Finding(WARNING, text + ("" if read else ": not read this step, a dummy run could"),
                                         5000 + r))
         # device vs CPU
         differs = bool((gpu[r] != cpu[r]).any())
@@ -284,11 +299,20 @@ def analyse_block_table(
         vals = {int(v) for r in pad_rows for v in gpu[r]}
         how = ("the null block 0" if vals == {NULL_BLOCK_ID} else
                "-1" if vals == {PAD_SLOT_ID} else "stale block ids" if vals - {0, -1} else "0 and -1")
-        findings.append(Finding(INFO, f"{rows_phrase(pad_rows)} {'is' if len(pad_rows) == 1 else 'are'} "
-                                      f"CUDA-graph padding, holding {how} on the device", 7000))
+        if is_dummy:
+            findings.append(Finding(INFO, f"{rows_phrase(pad_rows)} {'is' if len(pad_rows) == 1 else 'are'} "
+                                          f"the DP dummy batch (num_reqs == num_reqs_padded: no padding to "
+                                          f"mask), holding {how} on the device", 7000))
+        else:
+            findings.append(Finding(INFO, f"{rows_phrase(pad_rows)} {'is' if len(pad_rows) == 1 else 'are'} "
+                                          f"CUDA-graph padding, holding {how} on the device", 7000))
     if null_filled:
-        findings.append(Finding(INFO, f"padded device {rows_phrase(null_filled)} overwritten with the padding "
-                                      f"value; the CPU mirror keeps older ids there (not read)", 7100))
+        if is_dummy:
+            findings.append(Finding(INFO, f"dummy-batch device {rows_phrase(null_filled)} hold only 0 / -1; the "
+                                          f"CPU mirror keeps older ids there (not read)", 7100))
+        else:
+            findings.append(Finding(INFO, f"padded device {rows_phrase(null_filled)} overwritten with the padding "
+                                          f"value; the CPU mirror keeps older ids there (not read)", 7100))
     if diff_dormant:
         findings.append(Finding(INFO, f"device {rows_phrase(diff_dormant)} differ from the CPU mirror (not read "
                                       f"this step)", 7200))
@@ -302,15 +326,16 @@ def analyse_block_table(
     cols_needed = max(int(used_cols.max()) + 1 if used_cols.size else 0,
                       int(counts[:n].max()) if n else 0, 1)
     return BlockTableView(cpu, gpu, cat_cpu, cat_gpu, row_kind, row_label, n, p, findings,
-                          rows_needed, min(cols_needed, C), diff_kind)
+                          rows_needed, min(cols_needed, C), diff_kind, is_dummy)
 
 
 def describe_block_table(block_table, *, num_reqs: int, num_reqs_padded: int | None = None,
                          req_ids: Sequence[str | None] | None = None, pool=None,
-                         owners: Mapping[int, str] | None = None, group: int = 0) -> list[str]:
+                         owners: Mapping[int, str] | None = None, group: int = 0,
+                         dummy: bool | None = None) -> list[str]:
     """The findings as sentences, most severe first (the drawing's title uses the first)."""
     return analyse_block_table(block_table, num_reqs=num_reqs, num_reqs_padded=num_reqs_padded,
-                               req_ids=req_ids, pool=pool, owners=owners, group=group).sentences
+                               req_ids=req_ids, pool=pool, owners=owners, group=group, dummy=dummy).sentences
 
 
 @never_raises("block table")
@@ -323,6 +348,7 @@ def draw_block_table(
     pool=None,
     owners: Mapping[int, str] | None = None,
     group: int = 0,
+    dummy: bool | None = None,
     title: str | None = None,
     ax=None,
     fig=None,
@@ -334,10 +360,12 @@ def draw_block_table(
     ``num_reqs`` live rows, then padded rows up to ``num_reqs_padded``; rows
     past those are shown while they still hold block ids. ``pool`` (a
     ``BlockPool``) or ``owners`` (block id → request id) tell freed and
-    foreign blocks apart. Returns the ``Figure``.
+    foreign blocks apart. ``dummy``: the rows past ``num_reqs`` are a DP
+    dummy batch, framed and labelled as such, not as padding (default: when
+    ``num_reqs == 0 < num_reqs_padded``). Returns the ``Figure``.
     """
     v = analyse_block_table(block_table, num_reqs=num_reqs, num_reqs_padded=num_reqs_padded,
-                            req_ids=req_ids, pool=pool, owners=owners, group=group)
+                            req_ids=req_ids, pool=pool, owners=owners, group=group, dummy=dummy)
     rows = _rows_to_show(v)
     R_show = len(rows)
     ncols = min(v.cols_needed, MAX_COLS)
@@ -355,9 +383,12 @@ def draw_block_table(
         handles.append(legend_patch("device ≠ CPU, row not read this step", "none", edge="black", lw=1.4,
                                     linestyle=":"))
     padded = [i for i, r in enumerate(rows) if v.num_reqs <= r < v.num_reqs_padded]
+    frame = PALETTE["blue"] if v.dummy else PALETTE["green"]
+    frame_ls = "-." if v.dummy else "--"
     if padded:
-        handles.append(legend_patch("padded rows (CUDA graph)", "none", edge=PALETTE["green"], lw=2.0,
-                                    linestyle="--"))
+        handles.append(legend_patch("DP dummy batch (no padding: num_reqs == num_reqs_padded)" if v.dummy
+                                    else "padded rows (CUDA graph)", "none", edge=frame, lw=2.0,
+                                    linestyle=frame_ls))
     below = ncols > 7
     slot = max(float(ncols), 3.4)
     gap = 1.0
@@ -396,7 +427,7 @@ def draw_block_table(
         for run in _runs(padded):
             top, bottom = run[0] - 0.5, run[-1] + 0.5
             a.add_artist(Rectangle((x0 - 0.56, top - 0.04), ncols + 0.12, bottom - top + 0.08, fill=False,
-                                   edgecolor=PALETTE["green"], linewidth=2.0, linestyle="--", zorder=5))
+                                   edgecolor=frame, linewidth=2.0, linestyle=frame_ls, zorder=5))
     for i in range(1, R_show):  # rows left out between two displayed rows
         if rows[i] != rows[i - 1] + 1:
             a.axhline(i - 0.5, color="#777777", lw=1.0, ls=(0, (1, 2)), zorder=6)
@@ -407,11 +438,12 @@ def draw_block_table(
     a.set_xlim(-0.6, W - 0.4)
     a.set_ylim(R_show - 0.45, -2.3)
     a.set_yticks(range(R_show))
-    colours = {"live": "black", "pad": PALETTE["green"], "stale": PALETTE["vermillion"], "empty": "#888888"}
+    colours = {"live": "black", "pad": PALETTE["green"], "dummy": PALETTE["blue"], "stale": PALETTE["vermillion"],
+               "empty": "#888888"}
     a.set_yticklabels([f"{r}  {v.row_label[r][:12]}" for r in rows], fontsize=9)
     for tick, r in zip(a.get_yticklabels(), rows):
         tick.set_color(colours.get(v.row_kind[r], "black"))
-        if v.row_kind[r] in ("stale", "pad"):
+        if v.row_kind[r] in ("stale", "pad", "dummy"):
             tick.set_fontweight("bold")
     a.set_xticks([])
     a.tick_params(length=0)
@@ -448,7 +480,7 @@ def _rows_to_show(v: BlockTableView) -> list[int]:
         return list(range(n))
     bad = {FREED, FOREIGN, LEFTOVER, MINUS, INVALID}
     flagged = [r for r in range(n)
-               if v.row_kind[r] in ("stale", "pad") or v.diff_kind[r] == "error"
+               if v.row_kind[r] in ("stale", "pad", "dummy") or v.diff_kind[r] == "error"
                or bad & (set(v.cat_cpu[r]) | set(v.cat_gpu[r]))]
     keep = flagged[: MAX_ROWS // 2]
     for r in range(n):

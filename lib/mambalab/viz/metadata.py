@@ -6,6 +6,13 @@ persistent CUDA-graph buffers. Mamba splits with
 ``is_prefilling`` is True counts as a prefill, the refresh is skipped, and the
 FULL decode graph replays last step's slots (#41873). This drawing puts the
 row that causes it next to the consequence.
+
+A graph buffer is *replayed* only on a step that runs a FULL decode graph
+(a uniform decode batch: no live row prefills). On a PIECEWISE or eager step
+with real prefills the buffer is not read at all, so a buffer that disagrees
+with the block table there is no finding. A DP dummy batch (``num_reqs == 0``
+here, ``num_reqs == num_reqs_padded`` in vLLM) has rows but no padding: its
+rows are labelled "dummy", not "pad".
 """
 
 from __future__ import annotations
@@ -62,8 +69,17 @@ def _as_2d(t) -> np.ndarray:
 
 
 def analyse_metadata(common_attn_metadata, mamba_metadata=None, *, num_reqs: int, builder=None,
-                     decode_threshold: int | None = None) -> dict:
-    """Per-row columns and the findings (headless)."""
+                     decode_threshold: int | None = None, mode: str | None = None,
+                     dummy: bool | None = None) -> dict:
+    """Per-row columns and the findings (headless).
+
+    ``mode``: the step's CUDA-graph mode ("FULL", "PIECEWISE", "NONE"), when
+    the caller knows it; otherwise a FULL decode graph is assumed to run
+    exactly when no live row prefills and the batch fits the captured sizes.
+    Only a FULL step replays the graph buffer, so only there is a buffer that
+    disagrees with the block table a finding. ``dummy``: rows past
+    ``num_reqs`` are a DP dummy batch (default: ``num_reqs == 0`` and rows).
+    """
     from mambalab.attention.metadata import split_decodes_and_prefills
 
     cm, md = common_attn_metadata, mamba_metadata
@@ -108,15 +124,19 @@ def analyse_metadata(common_attn_metadata, mamba_metadata=None, *, num_reqs: int
     real_prefills = [i for i in range(n) if qlen[i] > thr or (pref is not None and i < len(pref) and pref[i])]
     graphs = builder is None or (getattr(builder, "full_cudagraph", True)
                                  and P <= getattr(builder, "decode_cudagraph_max_bs", P))
-    not_refreshed = refreshed is False and not real_prefills and n > 0 and graphs
-    if refreshed is False and not graphs:
-        F.append(Finding(INFO, "graph buffers not used (no FULL decode graph for this batch)", 790))
-    elif not_refreshed:
+    # does this step replay a FULL decode graph (and so read the persistent buffer)?
+    replays = (str(getattr(mode, "value", mode)).upper() == "FULL") if mode is not None else (
+        graphs and not real_prefills and P > 0)
+    is_dummy = (n == 0 and P > 0) if dummy is None else bool(dummy) and P > n
+    not_refreshed = refreshed is False and not real_prefills and n > 0 and graphs and replays
+    if not_refreshed:
         F.append(Finding(ERROR, "graph buffers NOT refreshed: the FULL decode graph replays the previous "
                                 "step's slots", 1))
-    elif refreshed is False:
+    elif refreshed is False and real_prefills:
         F.append(Finding(INFO, "graph buffers not refreshed (the batch has real prefills: no FULL decode "
-                               "graph)", 800))
+                               "graph, the buffers are not read)", 800))
+    elif refreshed is False:
+        F.append(Finding(INFO, "graph buffers not used (no FULL decode graph for this batch)", 790))
     elif refreshed:
         F.append(Finding(INFO, "graph buffers refreshed", 810))
 
@@ -125,7 +145,7 @@ def analyse_metadata(common_attn_metadata, mamba_metadata=None, *, num_reqs: int
         F.append(Finding(ERROR, f"state_indices_tensor_d row{'s' if len(minus) > 1 else ''} {ranges(minus)} "
                                 f"hold{'s' if len(minus) == 1 else ''} -1 (PAD_SLOT_ID)", 2))
     mismatch: dict[int, tuple[int, int]] = {}
-    if buf is not None and (not refreshed or md is None) and graphs:
+    if buf is not None and (not refreshed or md is None) and replays:
         w = min(buf.shape[1], bt.shape[1]) if bt.size else buf.shape[1]
         for i in range(min(P, buf.shape[0])):
             want = bt[i, :w] if (i < n and i < bt.shape[0]) else np.full(w, NULL_BLOCK_ID)
@@ -160,13 +180,21 @@ def analyse_metadata(common_attn_metadata, mamba_metadata=None, *, num_reqs: int
                     t2 += f"; its padded entries hold {int(tail[tail != 0][0])} (stale)"
                 F.append(Finding(ERROR, t2, 40 if (tail != 0).any() else 50))
     pads = P - n
-    F.append(Finding(INFO, f"split: {plural(nd, 'decode')} + {plural(np_, 'prefill')} over {plural(P, 'row')}, "
-                           f"{pads} of them padded", 700))
+    if is_dummy:
+        F.append(Finding(INFO, f"split: {plural(nd, 'decode')} + {plural(np_, 'prefill')} over a DP dummy batch "
+                               f"of {plural(P, 'row')} (num_reqs == num_reqs_padded: no padding)", 700))
+    else:
+        F.append(Finding(INFO, f"split: {plural(nd, 'decode')} + {plural(np_, 'prefill')} over "
+                               f"{plural(P, 'row')}, {pads} of them padded", 700))
     if P == 0:
         F.append(Finding(INFO, "no rows in this step", 710))
-    ok = f"{plural(min(nd, n), 'decode')} + {plural(pads, 'padded row')}, {plural(np_, 'prefill')}"
+    if is_dummy:
+        ok = f"DP dummy batch of {plural(P, 'row')}: {plural(nd, 'decode')}, {plural(np_, 'prefill')}"
+    else:
+        ok = f"{plural(min(nd, n), 'decode')} + {plural(pads, 'padded row')}, {plural(np_, 'prefill')}"
     if refreshed is not None:
-        ok += ": graph buffers refreshed" if refreshed else ": graph buffers not refreshed (prefills)"
+        ok += (": graph buffers refreshed" if refreshed else
+               ": graph buffers not refreshed (prefills: no FULL graph replays them)")
     title = title_from(F, ok, with_info=False)
     problems = [f for f in sort_findings(F) if f.level < INFO]
     if problems and not_refreshed and problems[0].order != 1:
@@ -175,14 +203,16 @@ def analyse_metadata(common_attn_metadata, mamba_metadata=None, *, num_reqs: int
         if rest:
             title += "\nalso: " + rest[0].text + (f" (+{len(rest) - 1} more)" if len(rest) > 1 else "")
     return dict(P=P, n=n, qlen=qlen, seq=seq, pref=pref, split=split, nd=nd, np=np_, d=d, buf=buf,
-                refreshed=refreshed, mismatch=mismatch, extra=extra, findings=F, title=title, wcols=wcols)
+                refreshed=refreshed, mismatch=mismatch, extra=extra, findings=F, title=title, wcols=wcols,
+                replays=replays, dummy=is_dummy)
 
 
 def describe_metadata(common_attn_metadata, mamba_metadata=None, *, num_reqs: int, builder=None,
-                      decode_threshold: int | None = None) -> list[str]:
+                      decode_threshold: int | None = None, mode: str | None = None,
+                      dummy: bool | None = None) -> list[str]:
     """The findings as sentences, most severe first."""
     a = analyse_metadata(common_attn_metadata, mamba_metadata, num_reqs=num_reqs, builder=builder,
-                         decode_threshold=decode_threshold)
+                         decode_threshold=decode_threshold, mode=mode, dummy=dummy)
     return [f.text for f in sort_findings(a["findings"])]
 
 
@@ -195,6 +225,8 @@ def draw_metadata(
     builder=None,
     req_ids: Sequence[str] | None = None,
     decode_threshold: int | None = None,
+    mode: str | None = None,
+    dummy: bool | None = None,
     title: str | None = None,
     ax=None,
     fig=None,
@@ -206,10 +238,11 @@ def draw_metadata(
     were refreshed; without it the split is recomputed as Mamba does
     (``treat_short_extends_as_decodes=False``). ``builder`` adds the
     persistent graph buffer: what a replayed graph reads, compared with this
-    step's block table.
+    step's block table, on a step that replays a FULL graph (``mode``, or
+    inferred: no live row prefills). ``dummy``: see :func:`analyse_metadata`.
     """
     A = analyse_metadata(common_attn_metadata, mamba_metadata, num_reqs=num_reqs, builder=builder,
-                         decode_threshold=decode_threshold)
+                         decode_threshold=decode_threshold, mode=mode, dummy=dummy)
     P, n = A["P"], A["n"]
     R = min(P, MAX_META_ROWS)
     # a block_idx_* buffer sliced longer than the batch (#41233 /padding) gets rows of its own
@@ -249,7 +282,7 @@ def draw_metadata(
             xe[k] = add(k, 1.3)
         groups.append(("block_idx_*", g0, x, "black"))
     xb: list[float] = []
-    if buf is not None and refreshed is not True:
+    if buf is not None and refreshed is not True and A["replays"]:
         x += 0.5
         g0 = x
         wb = min(buf.shape[1], MAX_IDX_COLS)
@@ -309,12 +342,13 @@ def draw_metadata(
         a.text((x0 + x1) / 2, -1.5, name, ha="center", va="bottom", fontsize=9, weight="bold", color=colour,
                linespacing=1.0)
         a.plot([x0 + 0.05, x1 - 0.05], [-1.4, -1.4], color="#888888", lw=0.8)
+    frame, frame_ls = (PALETTE["blue"], "-.") if A["dummy"] else (PALETTE["green"], "--")
     if P > n:
         from matplotlib.patches import Rectangle
 
         top, bottom = n - 0.5, min(P, R) - 0.5
         a.add_patch(Rectangle((-0.05, top - 0.04), total + 0.1, bottom - top + 0.08, fill=False,
-                              edgecolor=PALETTE["green"], linewidth=2.0, linestyle="--", zorder=5))
+                              edgecolor=frame, linewidth=2.0, linestyle=frame_ls, zorder=5))
     a.set_xlim(-0.1, max(total, 12.0) + 0.1)
     a.set_ylim(RX - 0.45, -2.4)
     a.set_yticks(range(RX))
@@ -323,13 +357,13 @@ def draw_metadata(
         if i < n:
             labels.append(f"{i}  {req_ids[i][:10]}" if req_ids and i < len(req_ids) else f"{i}  real")
         elif i < P:
-            labels.append(f"{i}  pad")
+            labels.append(f"{i}  {'dummy' if A['dummy'] else 'pad'}")
         else:
             labels.append(f"{i}  no row")
     a.set_yticklabels(labels, fontsize=9)
     for tick, i in zip(a.get_yticklabels(), range(RX)):
         if n <= i < P:
-            tick.set_color(PALETTE["green"])
+            tick.set_color(frame)
             tick.set_fontweight("bold")
         elif i >= P:
             tick.set_color(PALETTE["vermillion"])
@@ -344,7 +378,8 @@ def draw_metadata(
         legend_patch("is_prefilling=True", PALETTE["orange"]),
         legend_patch("stale value past the decodes", PALETTE["orange"], "//"),
         legend_patch("null block 0", PALETTE["light"]),
-        legend_patch("padded rows (CUDA graph)", "none", edge=PALETTE["green"], lw=2.0, linestyle="--"),
+        legend_patch("DP dummy batch (no padding)" if A["dummy"] else "padded rows (CUDA graph)", "none",
+                     edge=frame, lw=2.0, linestyle=frame_ls),
     ]
     if A["mismatch"]:
         handles.append(legend_patch("buffer ≠ this step's block table", "none", edge="black", lw=2.4))
