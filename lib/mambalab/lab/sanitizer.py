@@ -48,7 +48,8 @@ Hooks are installed only while a sanitized launch runs and are removed when
 it returns or raises. With them, :mod:`mambalab.lab.interpreter_cache` stops
 the interpreter from repeating per-call work whose answer cannot change within
 a launch (re-patching the language at every device-function call, rebuilding
-its dtype table); the report types live in :mod:`mambalab.lab.sanitizer_report`.
+its dtype table); the report types live in :mod:`mambalab.lab.sanitizer_report`, the tensors'
+footprints and slot arithmetic in :mod:`mambalab.lab.sanitizer_tensors`.
 
 Cost: every check is one set of NumPy operations over all lanes of a load or
 store (no per-lane Python), and what depends only on the launch (the kernel's
@@ -73,13 +74,13 @@ import os
 import re
 import threading
 from collections import Counter
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from mambalab.device import INTERPRET
 from mambalab.lab import interpreter_cache
+from mambalab.lab.sanitizer_tensors import _Entry, _flatten_params, _key, _layout, _python_fn, _unwrap
 from mambalab.lab.sanitizer_report import (
     Access,
     AccessLog,
@@ -245,126 +246,6 @@ def check_supported() -> None:
             f"set {_ENV}=0 to launch unguarded (an out-of-bounds access then reads or writes "
             f"host memory and can crash the process)."
         )
-
-
-# ---------------------------------------------------------------------------
-# tensors and their tags
-
-
-def _unwrap(arg: Any) -> Any:
-    """The torch tensor behind ``arg`` (``triton.reinterpret`` wraps one)."""
-    base = getattr(arg, "base", None)
-    if type(arg).__name__ == "TensorWrapper" and base is not None:
-        return base
-    return arg
-
-
-def _key(t: Any) -> tuple:
-    return (int(t.data_ptr()), tuple(t.shape), tuple(t.stride()), t.element_size())
-
-
-def _layout(t: Any) -> tuple:
-    return (tuple(t.shape), tuple(t.stride()), t.element_size(), int(t.storage_offset()))
-
-
-@dataclass
-class _Entry:
-    tag: int
-    names: tuple[str, ...]
-    data_ptr: int
-    itemsize: int
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    lo: int
-    hi: int
-
-    @classmethod
-    def of(cls, tag: int, names: tuple[str, ...], t: Any) -> "_Entry":
-        shape, stride = tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride())
-        itemsize, ptr = int(t.element_size()), int(t.data_ptr())
-        if any(s == 0 for s in shape):
-            lo = hi = ptr
-        else:
-            low = sum(min(0, (n - 1) * s) for n, s in zip(shape, stride))
-            high = sum(max(0, (n - 1) * s) for n, s in zip(shape, stride))
-            lo, hi = ptr + low * itemsize, ptr + (high + 1) * itemsize
-        return cls(tag, names, ptr, itemsize, shape, stride, lo, hi)
-
-    @property
-    def name(self) -> str:
-        return self.names[0] if self.names else "<unnamed tensor>"
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
-
-    @property
-    def num_slots(self) -> int:
-        return self.shape[0] if self.shape else 1
-
-    def elements(self, addr: np.ndarray) -> np.ndarray:
-        return np.floor_divide(addr - self.data_ptr, self.itemsize)
-
-    def slots_of(self, elems: np.ndarray) -> np.ndarray:
-        """The dim-0 coordinate of each element offset (floor, so -1 below the first slot)."""
-        if not self.shape:
-            return np.zeros_like(elems)
-        order = sorted((d for d in range(len(self.shape)) if self.stride[d] > 0),
-                       key=lambda d: (-self.stride[d], d))
-        rem = elems.copy()
-        for d in order:
-            coord = np.floor_divide(rem, self.stride[d])
-            if d == 0:
-                return coord
-            rem = rem - coord * self.stride[d]
-        return np.zeros_like(elems)
-
-
-_SIGNATURES: dict[Callable, inspect.Signature] = {}
-
-
-def _flatten_params(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
-    """``(name, tensor)`` for every tensor reachable from the launch's arguments."""
-    sig = _SIGNATURES.get(fn)
-    if sig is None:
-        sig = _SIGNATURES[fn] = inspect.signature(fn)
-    known = {k: v for k, v in kwargs.items() if k in sig.parameters}
-    try:
-        bound = sig.bind_partial(*args, **known)
-    except TypeError:
-        return []
-    bound.apply_defaults()
-    out: list[tuple[str, Any]] = []
-
-    def walk(name: str, value: Any) -> None:
-        value = _unwrap(value)
-        if hasattr(value, "data_ptr") and hasattr(value, "stride"):
-            out.append((name, value))
-        elif isinstance(value, tuple):
-            for i, v in enumerate(value):
-                walk(f"{name}[{i}]", v)
-        elif hasattr(value, "base") and hasattr(value, "block_shape"):
-            walk(f"{name}.base", value.base)
-
-    for name, value in bound.arguments.items():
-        walk(name, value)
-    return out
-
-
-def _python_fn(kernel: Any) -> Callable | None:
-    """The Python function behind a jit / interpreted / autotuned kernel."""
-    k = kernel
-    for _ in range(8):
-        fn = getattr(k, "fn", None)
-        if fn is None:
-            return k if inspect.isfunction(k) else None
-        if inspect.isfunction(fn):
-            return fn
-        k = fn
-    return None
 
 
 # ---------------------------------------------------------------------------
