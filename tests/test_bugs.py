@@ -15,12 +15,55 @@ EXPECTED = {
 }
 
 
+# (status, first release containing the fix) as verified in docs/upstream-family.md section 1.
+UPSTREAM = {
+    "pad-minus-one": ("merged", "0.20"),
+    "stale-rows": ("merged", "0.19"),
+    "guard-lt-zero": ("merged", "0.20"),
+    "spec-slots": ("merged", "0.22"),
+    "stale-is-prefilling": ("merged", "0.22"),
+    "move-row-stale-source": ("merged", "0.27"),
+    "zero-accepted": ("open", None),
+}
+
+
 def test_catalogue_entries():
     assert {b.id: b.pr for b in CATALOGUE} == EXPECTED
     for b in CATALOGUE:
         assert b.title and b.mechanism and b.symptom and b.upstream_files
-        assert all(f.startswith("vllm/") for f in b.upstream_files)
+        assert all(f.startswith(("vllm/", "tests/", "csrc/")) for f in b.upstream_files)
+        assert any(f.startswith("vllm/") for f in b.upstream_files)
         assert b.url.endswith(str(b.pr))
+
+
+def test_status_and_first_release_as_upstream():
+    assert {b.id: (b.status, b.fixed_in) for b in CATALOGUE} == UPSTREAM
+    assert BUGS["zero-accepted"].release_note == "open upstream: no vLLM release has the fix"
+    assert BUGS["move-row-stale-source"].release_note == "fixed in vLLM 0.27"
+    with pytest.raises(ValueError, match="first release"):
+        bugmod.Bug("x", 1, "t", "open", "0.1", ("vllm/a.py",), "m", "s")
+
+
+def test_upstream_files_as_the_prs_changed_them():
+    files = {b.id: set(b.upstream_files) for b in CATALOGUE}
+    # #41233 also touched mamba_utils.py, models/config.py and kv_cache_interface.py
+    assert {"vllm/v1/worker/mamba_utils.py", "vllm/model_executor/models/config.py",
+            "vllm/v1/kv_cache_interface.py"} <= files["spec-slots"]
+    assert len(files["spec-slots"]) == 10 and len(files["pad-minus-one"]) == 15
+    # #41873 changed only the runner and a test
+    assert files["stale-is-prefilling"] == {"vllm/v1/worker/gpu_model_runner.py",
+                                            "tests/v1/attention/test_attention_splitting.py"}
+    # #49757 put the fix in block_table.py, not gpu_input_batch.py
+    assert "vllm/v1/worker/gpu_input_batch.py" not in files["move-row-stale-source"]
+    # #48475 touches only the two FLA kernels
+    assert all("/fla/ops/" in f for f in files["zero-accepted"])
+
+
+def test_no_unverified_citations():
+    text = " ".join(b.mechanism + b.symptom + " ".join(r.note for r in b.related) for b in CATALOGUE)
+    assert "51508" not in text
+    assert {r.pr: (r.status, r.fixed_in) for r in BUGS["zero-accepted"].related} == {
+        50021: ("open", None), 48132: ("merged", "0.26")}
 
 
 def test_default_is_all_fixed():

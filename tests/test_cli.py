@@ -13,7 +13,13 @@ def cli(*args):
 
 def test_bugs_lists_catalogue():
     r = cli("bugs")
-    assert r.returncode == 0 and len(r.stdout.strip().splitlines()) == 7
+    assert r.returncode == 0
+    from mambalab.lab.bugs import CATALOGUE
+
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines() if line[:1].strip()}
+    for b in CATALOGUE:  # id, PR, status, first fixed release ("-": none), title
+        assert rows[b.id][1:4] == [f"#{b.pr}", b.status, b.fixed_in or "-"]
+    assert "mirrors vLLM 0.33" in r.stdout
 
 
 def test_replay_exit_codes_and_json():

@@ -13,12 +13,20 @@ import sys
 
 
 def _cmd_bugs(args: argparse.Namespace) -> int:
+    """The catalogue: id, PR, status upstream, first release with the fix, title."""
     from mambalab.lab.bugs import CATALOGUE
 
     width = max(len(b.id) for b in CATALOGUE)
+    print(f"{'id':<{width}}  {'PR':<6}  {'status':<6}  {'fixed in':<8}  title")
     for b in CATALOGUE:
         parts = f"  (parts: {', '.join(b.parts)})" if b.parts else ""
-        print(f"{b.id:<{width}}  #{b.pr}  {b.title}{parts}")
+        release = b.fixed_in if b.fixed_in is not None else "-"
+        print(f"{b.id:<{width}}  #{b.pr:<5}  {b.status:<6}  {release:<8}  {b.title}{parts}")
+        for r in b.related:
+            rel = r.fixed_in if r.fixed_in is not None else "-"
+            print(f"{'':<{width}}    see #{r.pr:<5} {r.status:<6}  {rel:<8}  {r.note}")
+    print("\nThe default (every fix on) mirrors vLLM 0.33, except mamba_cache_mode='all' "
+          "(kept as in 0.22-0.31) and zero-accepted (fixed as the open #50021 proposes).")
     return 0
 
 

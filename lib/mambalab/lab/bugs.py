@@ -1,9 +1,23 @@
 """The bug catalogue and the switch that turns pre-fix behaviours on.
 
-Every entry is a real vLLM pull request. A :class:`BugConfig` names the bugs
-whose *pre-fix* behaviour is wanted; everything not named runs fixed (vLLM
-0.22 behaviour). Components consult the configuration exactly where upstream
-changed code, so a learner can flip one switch and watch one mechanism.
+Every entry is a real vLLM pull request, with its status upstream and the first
+vLLM release that contains the fix (checked against the release sources:
+docs/upstream-family.md). A :class:`BugConfig` names the bugs whose *pre-fix*
+behaviour is wanted; everything not named runs with the fixed behaviour.
+Components consult the configuration exactly where upstream changed code, so a
+learner can flip one switch and watch one mechanism.
+
+Which release the default (every fix on) mirrors: **vLLM 0.33**, the current
+release, for everything the lab models (the fixes of #35431 and #39064 from
+0.20, #37728 from 0.19, #41873 from 0.22, #49757 from 0.27; the kernels' own
+state-index guards as 0.33 has them), with these exceptions, on purpose:
+
+* ``mamba_cache_mode="all"`` (and with it ``spec-slots``, #41233, fixed in
+  0.22) exists upstream only up to v0.31; v0.32 removed the mode. The lab keeps
+  it as v0.22 - v0.31 had it, because two bugs of the family live there.
+* ``zero-accepted`` has no merged fix (#48475 and #50021 are open; no release up
+  to 0.33 bounds the GDN kernels' column). The fixed behaviour here is the
+  masked-load bound of #50021, i.e. ahead of every release.
 
 A bug may have parts (``spec-slots/width``); naming the bug turns all of its
 parts on, naming a part turns on that part alone.
@@ -21,19 +35,59 @@ from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
 
 
 @dataclass(frozen=True)
-class Bug:
-    id: str
+class Related:
+    """Another upstream PR that belongs to an entry's story (a later fix, an alternative, a follow-up)."""
+
     pr: int
-    title: str
-    upstream_files: tuple[str, ...]
-    mechanism: str
-    symptom: str
-    fixed_in: str
-    parts: tuple[str, ...] = ()
+    status: str  # "merged" | "open" | "closed" (closed unmerged)
+    fixed_in: str | None  # first vLLM release containing it; None: in no release
+    note: str
 
     @property
     def url(self) -> str:
         return f"https://github.com/vllm-project/vllm/pull/{self.pr}"
+
+
+STATUSES = ("merged", "open", "closed")
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One catalogue entry: the upstream PR that fixes (or proposes to fix) the bug.
+
+    ``status``: the PR's state upstream ("merged", "open", "closed" unmerged).
+    ``fixed_in``: the first vLLM release whose sources contain the fix, or None
+    where no release does (an open PR). ``upstream_files``: the files the PR
+    changed (tests included), as listed in docs/upstream-family.md.
+    """
+
+    id: str
+    pr: int
+    title: str  # the PR's title upstream, without its [Bugfix] tags
+    status: str
+    fixed_in: str | None
+    upstream_files: tuple[str, ...]
+    mechanism: str
+    symptom: str
+    parts: tuple[str, ...] = ()
+    related: tuple[Related, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"{self.id}: status must be one of {STATUSES}, got {self.status!r}")
+        if (self.status == "merged") != (self.fixed_in is not None):
+            raise ValueError(f"{self.id}: a merged fix names its first release, an unmerged one none")
+
+    @property
+    def url(self) -> str:
+        return f"https://github.com/vllm-project/vllm/pull/{self.pr}"
+
+    @property
+    def release_note(self) -> str:
+        """``"fixed in vLLM 0.20"``, or why no release has the fix."""
+        if self.fixed_in is not None:
+            return f"fixed in vLLM {self.fixed_in}"
+        return f"{self.status} upstream: no vLLM release has the fix"
 
 
 CATALOGUE: tuple[Bug, ...] = (
@@ -41,26 +95,44 @@ CATALOGUE: tuple[Bug, ...] = (
         id="pad-minus-one",
         pr=35431,
         title="Use null block (0) for padded block table entries",
+        status="merged",
+        fixed_in="0.20",
         upstream_files=(
-            "vllm/v1/worker/gpu_model_runner.py",
-            "vllm/v1/attention/backends/utils.py",
-            "vllm/v1/attention/backends/mamba_attn.py",
+            "csrc/mamba/mamba_ssm/selective_scan.h",
+            "csrc/mamba/mamba_ssm/selective_scan_fwd.cu",
+            "csrc/ops.h",
+            "csrc/torch_bindings.cpp",
+            "tests/kernels/mamba/test_causal_conv1d.py",
+            "tests/kernels/mamba/test_mamba_ssm.py",
+            "vllm/_custom_ops.py",
+            "vllm/model_executor/layers/lightning_attn.py",
+            "vllm/model_executor/layers/mamba/ops/causal_conv1d.py",
             "vllm/model_executor/layers/mamba/ops/mamba_ssm.py",
+            "vllm/v1/attention/backends/gdn_attn.py",
+            "vllm/v1/attention/backends/mamba_attn.py",
+            "vllm/v1/attention/backends/mla/indexer.py",
+            "vllm/v1/attention/backends/utils.py",
+            "vllm/v1/worker/gpu_model_runner.py",
         ),
         mechanism=(
             "CUDA-graph padding filled the padded rows of the block table with PAD_SLOT_ID (-1) "
             "although block 0 was already the reserved null block. Every consumer that indexes "
-            "state with a block-table entry had to remember to skip -1; one that trusts the "
-            "entry computes state_ptr + (-1) * stride and touches memory before the pool."
+            "with a block-table entry had to remember to skip -1; one that trusts the entry "
+            "computes base + (-1) * stride and touches memory before its buffer. Upstream the "
+            "consumer that crashed (issue #33664) was the FlashMLA FP8 decode kernel, and the "
+            "DeepGEMM indexer carried a clamp for the same reason; the Mamba SSU and conv already "
+            "skipped -1. The lab has no MLA kernel: its state kernels stand in for the trusting "
+            "consumer (GuardMode.NONE) so the -1 is seen reaching address arithmetic."
         ),
-        symptom="CUDA illegal memory access under high concurrency (issue #33664), or silent "
-        "reads/writes outside the state pool.",
-        fixed_in="0.20",
+        symptom="CUDA illegal memory access under high concurrency (issue #33664, in an MLA "
+        "kernel), or silent reads/writes outside the buffer.",
     ),
     Bug(
         id="stale-rows",
         pr=37728,
         title="Fix Mamba state corruption from referencing stale block table entries",
+        status="merged",
+        fixed_in="0.19",
         upstream_files=(
             "vllm/v1/worker/block_table.py",
             "vllm/v1/worker/gpu_input_batch.py",
@@ -71,37 +143,49 @@ CATALOGUE: tuple[Bug, ...] = (
             "the other ranks' size with num_reqs == num_reqs_padded, so no null fill masks its "
             "rows: they use block_table[row, 0]. Finished requests' rows were never cleared and "
             "the dummy run did not commit the table to the device, so dummy decode steps read "
-            "and wrote state blocks that had been freed and handed to another request."
+            "and wrote state blocks that had been freed and handed to another request. The fix "
+            "clears the row on the CPU (clear_row) and commits num_reqs_padded rows in the dummy run."
         ),
         symptom="Zero-token-id (or NaN) responses from a linear-attention model under DP.",
-        fixed_in="0.19",
     ),
     Bug(
         id="guard-lt-zero",
         pr=39064,
         title="Fix GDN FLA kernel crashes with NULL_BLOCK_ID=0 CUDA graph padding",
+        status="merged",
+        fixed_in="0.20",
         upstream_files=(
             "vllm/model_executor/layers/fla/ops/fused_recurrent.py",
             "vllm/model_executor/layers/fla/ops/fused_sigmoid_gating.py",
         ),
         mechanism=(
-            "After #35431 padded rows carry index 0, but the FLA kernels still treated only "
-            "negative indices as invalid. Padded rows loaded the null block as an initial state "
-            "and stored their results into it, all racing on block 0, so the null block stopped "
-            "being zeros."
+            "After #35431 padded rows carry index 0, but the FLA (gated-delta-net) kernels still "
+            "treated only negative indices as invalid (the < 0 guards of #33326). Padded rows "
+            "loaded the null block as an initial state and stored their results into it, all "
+            "racing on block 0, so the null block stopped being zeros. Only the FLA kernels: the "
+            "Mamba SSU and conv compare against null_block_id since #35431 itself. (#35431 and "
+            "#39064 both first ship in 0.20: no release had the pre-fix pair.)"
         ),
         symptom="Illegal memory accesses and corrupted outputs under CUDA graphs and TP > 1 "
-        "(Qwen3.5 GDN).",
-        fixed_in="0.20",
+        "(Qwen3.5 GDN, issue #39025).",
     ),
     Bug(
         id="spec-slots",
         pr=41233,
         title="Fix mamba_cache_mode=all + speculative decoding crash",
+        status="merged",
+        fixed_in="0.22",
         upstream_files=(
-            "vllm/v1/attention/backends/mamba_attn.py",
+            "tests/v1/attention/test_mamba_update_block_table.py",
+            "tests/v1/e2e/general/test_mamba_prefix_cache.py",
             "vllm/model_executor/layers/mamba/mamba_mixer2.py",
+            "vllm/model_executor/models/config.py",
+            "vllm/v1/attention/backends/mamba2_attn.py",
+            "vllm/v1/attention/backends/mamba_attn.py",
+            "vllm/v1/attention/backends/utils.py",
+            "vllm/v1/kv_cache_interface.py",
             "vllm/v1/worker/gpu_model_runner.py",
+            "vllm/v1/worker/mamba_utils.py",
         ),
         mechanism=(
             "In mamba_cache_mode='all' the kernel touches 1 + num_speculative_blocks slots per "
@@ -109,74 +193,97 @@ CATALOGUE: tuple[Bug, ...] = (
             "had cdiv(max_model_len, block_size) columns while the block table had + nsb; "
             "(padding) the block_idx_* buffers were sliced by num_decode_tokens instead of the "
             "padded request count, with no zeroed tail; (gather) the mixer gathered one slot "
-            "instead of 1 + num_spec, anchored on the wrong block."
+            "instead of 1 + num_spec, anchored on the wrong block. Mode 'all' exists upstream "
+            "only up to v0.31 (v0.32 removed it); the lab keeps it as v0.22-v0.31 had it."
         ),
         symptom="Shape-mismatch crash while capturing CUDA graphs at start-up; after a partial "
         "acceptance the next step starts from the wrong state.",
-        fixed_in="0.22",
         parts=("width", "padding", "gather"),
+        related=(
+            Related(40454, "merged", "0.20", "the workaround it reverted: default to 'align' when "
+                    "speculative decoding is on (in 0.20 and 0.21)"),
+        ),
     ),
     Bug(
         id="stale-is-prefilling",
         pr=41873,
         title="Zero stale is_prefilling in padded CUDA graph rows for Mamba",
+        status="merged",
+        fixed_in="0.22",
         upstream_files=(
+            "tests/v1/attention/test_attention_splitting.py",
             "vllm/v1/worker/gpu_model_runner.py",
-            "vllm/v1/attention/backends/utils.py",
-            "vllm/v1/attention/backends/mamba_attn.py",
         ),
         mechanism=(
             "condense() and remove_request() leave num_computed_tokens < num_prompt_tokens at "
             "rows past num_reqs. is_prefilling is computed over the padded rows, so padding "
             "rows look like prefills; Mamba ORs is_prefilling into the decode/prefill split, "
             "num_prefills becomes > 0 and the CUDA-graph buffer refresh is skipped while the "
-            "FULL decode graph is still replayed with the previous step's state slots."
+            "FULL decode graph is still replayed with the previous step's state slots. The fix "
+            "is one line in _build_attention_metadata: is_prefilling[num_reqs:] = False."
         ),
         symptom="Silent state corruption: a live request reads and writes another request's "
         "state.",
-        fixed_in="0.22",
+        related=(
+            Related(42947, "closed", None, "alternative: also let is_prefilling mark only rows with "
+                    "query_len > 0 in the split (not merged)"),
+        ),
     ),
     Bug(
         id="move-row-stale-source",
         pr=49757,
         title="Stop dummy runs from writing mamba state through stale block-table rows",
+        status="merged",
+        fixed_in="0.27",
         upstream_files=(
+            "tests/v1/worker/test_gpu_block_table.py",
             "vllm/v1/worker/block_table.py",
-            "vllm/v1/worker/gpu_input_batch.py",
+            "vllm/v1/worker/gpu/block_table.py",
         ),
         mechanism=(
             "condense() moves the highest live row into a hole with BlockTable.move_row, which "
             "copied the row and left the source untouched: a duplicate of a live request's block "
             "ids at an index >= num_reqs. #37728's clear_row covers removed rows, not rows vacated "
             "by condense. Once that request finishes its blocks are freed, but a dummy batch "
-            "padded over the vacated row still reads and writes state through them."
+            "padded over the vacated row still reads and writes state through them. The fix: "
+            "move_row clears its source (block_table.py; the V2 runner's dummy tables are zeroed)."
         ),
         symptom="A freed (or prefix-cached) state block is overwritten by an idle DP rank's dummy "
         "batch; a later request that reuses it starts from a corrupted state.",
-        fixed_in="0.33",
     ),
     Bug(
         id="zero-accepted",
         pr=48475,
-        title="num_accepted_tokens == 0 makes decode kernels read state column -1",
+        title="Clamp spec-decode state index load for zero num_accepted_tokens in GDN kernels",
+        status="open",
+        fixed_in=None,
         upstream_files=(
-            "vllm/v1/worker/gpu_input_batch.py",
-            "vllm/v1/worker/gpu_model_runner.py",
             "vllm/model_executor/layers/fla/ops/fused_recurrent.py",
-            "vllm/model_executor/layers/mamba/ops/mamba_ssm.py",
+            "vllm/model_executor/layers/fla/ops/fused_sigmoid_gating.py",
         ),
         mechanism=(
-            "Speculative decoding reads a request's initial state from column num_accepted - 1 of "
-            "its state indices. num_accepted_tokens started at 0 and was only written for rows "
-            "that ran a speculative step, and the kernels did not bound the column: a request's "
-            "first decode after its prefill read column -1, which in a row-major (N, 1 + "
-            "num_spec) index tensor is the previous row's last column: another request's slot "
-            "(or, for row 0, memory before the tensor). Fixed by initialising and resetting the "
-            "count to 1 and clamping the column (#48475, #50021, #51508)."
+            "With speculative decoding the GDN (FLA) kernels fused_recurrent and "
+            "fused_sigmoid_gating read a request's initial state from column "
+            "num_accepted_tokens - 1 of its state indices with no bound (still so in 0.33). A "
+            "count of 0 reads column -1, which in a row-major (N, 1 + num_spec) index tensor is "
+            "the previous row's last column: another request's slot, or for row 0 the memory "
+            "before the tensor. The Mamba2 SSU has always clamped max(num_accepted - 1, 0), and "
+            "V1's InputBatch starts the count at 1 and resets it in add_request; #48475 names a "
+            "stale row, a padded row or a device-to-host race as where a 0 can still come from. "
+            "The lab's stand-in source is a padded row: with the switch on, the runner's padded "
+            "rows carry a count of 0 (upstream fills 1). Fixed here as #50021 proposes: the "
+            "column load is masked to (col >= 0) & (col < row width) and an out-of-row column "
+            "skips the row; #48475 itself would clamp to column 0."
         ),
-        symptom="A request's first speculative step starts from its neighbour's state: wrong "
-        "tokens, or an illegal access for the first row.",
-        fixed_in="0.30",
+        symptom="A GDN row starts from its neighbour's state, or reads before the index tensor "
+        "(illegal address, issue #41190: TP=2 spec decode on Qwen3.6).",
+        related=(
+            Related(50021, "open", None, "Bound accepted-token state lookups in GDN/KDA spec decode: "
+                    "the masked load (i_t >= 0) & (i_t < stride_indices_seq); its first SSU bound "
+                    "compared against the wrong stride and failed closed for every num_accepted > 1"),
+            Related(48132, "merged", "0.26", "Model Runner V2: reset num_accepted_tokens on "
+                    "add_request in all modes (a reused slot kept the previous tenant's count)"),
+        ),
     ),
 )
 
