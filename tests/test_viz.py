@@ -508,6 +508,21 @@ def test_timeline_marks_first_divergence():
     assert not np.array_equal(pixels(ok), pixels(viz.draw_timeline(expected, got)))
 
 
+def test_timeline_draws_dummy_batches_apart_from_padding():
+    """Issue 17: an idle rank's dummy batch is drawn in a row of its own, not counted as padding."""
+    expected = {"D": [5, 6]}
+    steps = [{"step": 1, "scheduled": {"A": 4}},
+             {"step": 2, "scheduled": {}, "num_reqs_padded": 2, "dummy": True},
+             {"step": 3, "scheduled": {"D": 1}, "num_reqs_padded": 2}]
+    fig = viz.draw_timeline(expected, expected, steps=steps)
+    labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
+    assert labels[-2:] == ["padding", "dummy batch"], labels
+    only_dummy = viz.draw_timeline(expected, expected, steps=steps[:2])
+    labels = [t.get_text() for t in only_dummy.axes[1].get_yticklabels()]
+    assert "padding" not in labels and labels[-1] == "dummy batch", labels
+    save(fig, "timeline_dummy_batch")
+
+
 def test_timeline_extremes_do_not_raise():
     save(viz.draw_timeline({}, {}), "timeline_empty")
     save(viz.draw_timeline({"r0": []}, {"r0": []}, steps=[{}]), "timeline_no_tokens")

@@ -194,7 +194,7 @@ def analyse_metadata(common_attn_metadata, mamba_metadata=None, *, num_reqs: int
         ok = f"{plural(min(nd, n), 'decode')} + {plural(pads, 'padded row')}, {plural(np_, 'prefill')}"
     if refreshed is not None:
         ok += (": graph buffers refreshed" if refreshed else
-               ": graph buffers not refreshed (prefills: no FULL graph replays them)")
+               ": graph buffers not refreshed (prefills: no FULL graph reads them)")
     title = title_from(F, ok, with_info=False)
     problems = [f for f in sort_findings(F) if f.level < INFO]
     if problems and not_refreshed and problems[0].order != 1:

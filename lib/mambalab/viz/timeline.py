@@ -127,9 +127,14 @@ def _draw_steps(a, steps: Sequence[Mapping[str, Any]], reqs: list[str]) -> None:
         for r in sc:
             if r not in rows and len(rows) < MAX_ROWS:
                 rows.append(r)
-    pads = [_step_padding(s, len(sc)) for s, sc in zip(steps[:S], sched)]
+    # a DP dummy batch (``dummy``: True) is no padding (num_reqs == num_reqs_padded): a row of its own
+    dummies = [_step_padding(s, 0) if s.get("dummy") else 0 for s in steps[:S]]
+    pads = [0 if s.get("dummy") else _step_padding(s, len(sc)) for s, sc in zip(steps[:S], sched)]
     has_pad = any(pads)
+    has_dummy = any(dummies)
     y_pad = len(rows)
+    y_dummy = len(rows) + (1 if has_pad else 0)
+    extra = int(has_pad) + int(has_dummy)
     fs = 7.5 if S <= 24 else 6.0
     for x, sc in enumerate(sched):
         for y, r in enumerate(rows):
@@ -143,6 +148,10 @@ def _draw_steps(a, steps: Sequence[Mapping[str, Any]], reqs: list[str]) -> None:
             p = pads[x]
             cell(a, x, y_pad, PALETTE["light"] if p else PALETTE["white"], text=str(p) if p else None,
                  fontsize=fs, hatch=".." if p else None, edge=None if p else "#EEEEEE")
+        if has_dummy:
+            dmy = dummies[x]
+            cell(a, x, y_dummy, "#B9DDF3" if dmy else PALETTE["white"], text=str(dmy) if dmy else None,
+                 fontsize=fs, hatch="xx" if dmy else None, edge=None if dmy else "#EEEEEE")
     events = []
     for x, s in enumerate(steps[:S]):
         lab = s.get("label") or s.get("note") or s.get("event")
@@ -151,9 +160,9 @@ def _draw_steps(a, steps: Sequence[Mapping[str, Any]], reqs: list[str]) -> None:
             events.append(f"★ step {s.get('step', x)}: {lab}")
     for x, s in enumerate(steps[:S]):
         if S <= 20 or x % 5 == 0:
-            a.text(x, len(rows) + (1 if has_pad else 0) - 0.1, str(s.get("step", x)), ha="center", va="top",
+            a.text(x, len(rows) + extra - 0.1, str(s.get("step", x)), ha="center", va="top",
                    fontsize=7, color="#555555")
-    ylabels = rows + (["padding"] if has_pad else [])
+    ylabels = rows + (["padding"] if has_pad else []) + (["dummy batch"] if has_dummy else [])
     a.set_yticks(range(len(ylabels)))
     a.set_yticklabels([y[:12] for y in ylabels], fontsize=8.5)
     a.set_xticks([])
@@ -162,7 +171,8 @@ def _draw_steps(a, steps: Sequence[Mapping[str, Any]], reqs: list[str]) -> None:
         sp.set_visible(False)
     a.set_xlim(-0.6, max(S, 10) - 0.4)
     a.set_ylim(len(ylabels) + 0.6, -1.2)
-    hdr = "batch per step (dark: several tokens, e.g. prefill; padding: padded rows)"
+    hdr = "batch per step (dark: several tokens, e.g. prefill; padding: padded rows"
+    hdr += "; dummy batch: an idle DP rank's dummy rows, no padding)" if has_dummy else ")"
     if len(steps) > S:
         hdr += f"; steps {S}–{len(steps) - 1} not shown"
     a.set_title(hdr, loc="left", fontsize=9, color="#333333")
@@ -209,7 +219,7 @@ def draw_timeline(
         a = axes[0]
         a2 = axes[1] if len(axes) > 1 and want_steps else None
     else:
-        n_strip = (min(max(len(reqs), 1), MAX_ROWS) + 1) if want_steps else 0
+        n_strip = (min(max(len(reqs), 1), MAX_ROWS) + 1 + any(s.get("dummy") for s in steps)) if want_steps else 0
         row_in = 0.42 if R <= 8 else 0.34
         top_in = row_in * (max(R, 1) + 1.8) + 0.55  # rows + headers + legend
         strip_in = 0.24 * (n_strip + 1.6) + 0.3 if want_steps else 0.0
