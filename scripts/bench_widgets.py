@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 
 from mambalab.widgets import bug_panel, clear_caches, engine_explorer  # noqa: E402
-from mambalab.widgets._views import clear_png_cache  # noqa: E402
+from mambalab.widgets.views import clear_png_cache  # noqa: E402
 
 # (panel, how to build it, the step to go to, the knob changes to cycle through)
 PANELS = {

@@ -14,17 +14,33 @@ the verdict in words. All logic is in the library and runs headless: set a
 widget's ``.value`` or call a button's ``.click()`` from Python (see
 ``tests/test_widgets.py``).
 
-Modules: ``bug_panel`` and ``explorer`` (the two panel kinds), one module per
-bug (``pad_minus_one``, ``stale_rows``, ``guard_lt_zero``, ``spec_slots``,
-``stale_is_prefilling``: knobs, workload, what to watch), and the shared
-pieces ``_panel`` (layout, actions, redraw), ``_session`` (stepped engine with
-snapshots), ``_snapshot`` (what a drawing needs from one step), ``_views``
-(findings, figures, PNG cache) and ``_ui`` (knobs, boxes, callback guard).
+Files, the per-bug ones first (where a reader looks first):
+
+* ``pad_minus_one.py``, ``stale_rows.py``, ``guard_lt_zero.py``,
+  ``spec_slots.py``, ``stale_is_prefilling.py``: one per catalogue bug, its
+  panel's :class:`~mambalab.widgets.bug_spec.BugSpec` (knobs, the workload
+  they build, the rank that matters, the drawings, what to watch);
+* ``bug_panel.py``: :func:`bug_panel`, the panel of one catalogue bug
+  (``SPECS``: every bug's spec);
+* ``explorer.py``: :func:`engine_explorer`, a panel over any engine
+  configuration;
+* ``bug_spec.py``: what a bug panel's spec holds, and helpers the per-bug
+  files share (the seed knob, token lists, padding notes);
+* ``panel.py``: :class:`Panel`, the panel both kinds are made of (layout,
+  actions, redraw, cached verdicts);
+* ``session.py``: :class:`Session`, the engine a panel drives, stepped on
+  demand with a snapshot after every step (cached by settings);
+* ``snapshot.py``: a step's snapshot, what a drawing needs from one step per
+  DP rank, copied out of the engine;
+* ``views.py``: the views of a panel, each drawing's findings and figure, and
+  the figure slot that shows it in place (PNG cache);
+* ``controls.py``: knobs, HTML boxes, writing into an ``Output``, and the
+  callback guard.
 """
 
-from mambalab.widgets._panel import Panel, Settings, clear_results
-from mambalab.widgets._session import Session, clear_sessions
-from mambalab.widgets._views import VIEWS, clear_png_cache
+from mambalab.widgets.panel import Panel, Settings, clear_results
+from mambalab.widgets.session import Session, clear_sessions
+from mambalab.widgets.views import VIEWS, clear_png_cache
 from mambalab.widgets.bug_panel import SPECS, BugPanel, bug_panel
 from mambalab.widgets.explorer import EngineExplorer, engine_explorer
 

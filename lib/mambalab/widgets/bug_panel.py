@@ -8,7 +8,7 @@ step the engine and watch the drawings, and says the verdict in words::
     bug_panel("stale-is-prefilling")
 
 The bug-specific parts (knobs, the DP rank that matters, what to watch) live
-in one module per bug; the panel machinery in ``_panel``.
+in one module per bug; the panel machinery in ``panel``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from mambalab.lab import scenarios
 from mambalab.lab.bugs import BUGS, BugConfig
 from mambalab.lab.scenarios import valid_bug_ids
 from mambalab.widgets import guard_lt_zero, pad_minus_one, spec_slots, stale_is_prefilling, stale_rows
-from mambalab.widgets._panel import Panel, Settings
-from mambalab.widgets._session import Session
-from mambalab.widgets._spec import SEED, BugSpec
-from mambalab.widgets._ui import esc
+from mambalab.widgets.panel import Panel, Settings
+from mambalab.widgets.session import Session
+from mambalab.widgets.bug_spec import SEED, BugSpec
+from mambalab.widgets.controls import esc
 
 SPECS: dict[str, BugSpec] = {m.SPEC.bug: m.SPEC for m in (pad_minus_one, stale_rows, guard_lt_zero, spec_slots,
                                                           stale_is_prefilling)}

@@ -16,9 +16,9 @@ import ipywidgets as widgets
 from mambalab.lab.bugs import BugConfig
 from mambalab.lab.scenarios import valid_bug_ids
 from mambalab.lab.workload import random_workload
-from mambalab.widgets._panel import Panel, Settings
-from mambalab.widgets._session import Session
-from mambalab.widgets._ui import Knob
+from mambalab.widgets.panel import Panel, Settings
+from mambalab.widgets.session import Session
+from mambalab.widgets.controls import Knob
 
 KNOBS = (
     Knob("seed", "seed", "seed", 0, 0, 9999),

@@ -20,8 +20,8 @@ from mambalab.lab import scenarios
 from mambalab.engine.core import Add, EngineConfig
 from mambalab.worker.model_runner import RunnerConfig
 from mambalab.lab.workload import Workload
-from mambalab.widgets._spec import SEED, BugSpec, tokens
-from mambalab.widgets._ui import Knob
+from mambalab.widgets.bug_spec import SEED, BugSpec, tokens
+from mambalab.widgets.controls import Knob
 
 PARTS = (
     ("all three parts (spec-slots)", "spec-slots"),

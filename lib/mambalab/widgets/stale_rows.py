@@ -18,8 +18,8 @@ from mambalab.engine.core import Add, EngineConfig, Event
 from mambalab.worker.model_runner import RunnerConfig
 from mambalab.lab.scenarios import VOCAB
 from mambalab.lab.workload import Workload
-from mambalab.widgets._spec import SEED, BugSpec, tokens
-from mambalab.widgets._ui import Knob
+from mambalab.widgets.bug_spec import SEED, BugSpec, tokens
+from mambalab.widgets.controls import Knob
 
 KNOBS = (
     SEED,

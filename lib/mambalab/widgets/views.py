@@ -1,4 +1,4 @@
-"""The drawings a panel shows, each read from a :class:`~._snapshot.RankView`, and the figure slot that shows one.
+"""The drawings a panel shows, each read from a :class:`~.snapshot.RankView`, and the figure slot that shows one.
 
 A *view* knows three things about a snapshot: its findings (the ``viz``
 analysis, headless and cheap), a *shape* (everything that decides the
@@ -29,7 +29,7 @@ from mambalab.viz.block_table import analyse_block_table
 from mambalab.viz.metadata import analyse_metadata
 from mambalab.viz.state_pool import analyse_state_pool
 from mambalab.viz.timeline import analyse_timeline
-from mambalab.widgets._snapshot import RankView, StepSnapshot
+from mambalab.widgets.snapshot import RankView, StepSnapshot
 
 DPI = 100  # 9.5 in → 950 px: notebook width; the image shrinks to fit narrower cells
 

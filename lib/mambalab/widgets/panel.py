@@ -10,7 +10,7 @@ full report, the workload and anything printed.
 What happens on a change:
 
 * a knob or the fix → the session for the new settings (cached, see
-  ``_session``) is brought to the step shown before, so the learner compares
+  ``session``) is brought to the step shown before, so the learner compares
   the *same step* with and without the fix; with "verdict on every change"
   the whole scenario runs first;
 * Step → the next snapshot (``Engine.step_once`` when the engine has not got
@@ -33,11 +33,11 @@ from typing import Callable, Hashable
 import ipywidgets as widgets
 
 from mambalab.lab.scenarios import ReplayResult
-from mambalab.widgets._session import Session, session_for
-from mambalab.widgets._snapshot import RankView
-from mambalab.widgets._ui import (BAD_COLOUR, NEUTRAL_COLOUR, OK_COLOUR, WARN_COLOUR, box, esc, guarded, lines_html,
+from mambalab.widgets.session import Session, session_for
+from mambalab.widgets.snapshot import RankView
+from mambalab.widgets.controls import (BAD_COLOUR, NEUTRAL_COLOUR, OK_COLOUR, WARN_COLOUR, box, esc, guarded, lines_html,
                   write_output)
-from mambalab.widgets._views import VIEWS, FigureSlot, ViewInput, findings_html, level_counts, message_figure
+from mambalab.widgets.views import VIEWS, FigureSlot, ViewInput, findings_html, level_counts, message_figure
 
 _RESULTS: OrderedDict[Hashable, ReplayResult] = OrderedDict()  # final verdicts by settings key
 MAX_RESULTS = 64
@@ -276,7 +276,7 @@ class Panel:
     def _report_internal(self, exc: BaseException, tb: str) -> None:
         self.message.value = box(f"<b>Internal error</b> ({esc(type(exc).__name__)}: {esc(exc)}); the "
                                  f"traceback is in the details below.", BAD_COLOUR, symbol="⚠")
-        from mambalab.widgets._ui import append_output
+        from mambalab.widgets.controls import append_output
 
         append_output(self.log, tb)
 

@@ -18,7 +18,7 @@ from mambalab.worker.cudagraph_dispatcher import default_capture_sizes
 from mambalab.worker.model_runner import RunnerConfig
 from mambalab.lab.scenarios import VOCAB
 from mambalab.lab.workload import Workload
-from mambalab.widgets._ui import Knob
+from mambalab.widgets.controls import Knob
 
 SEED = Knob("seed", "seed", "seed", 0, 0, 9999, help="varies prompts and lengths (and the model's weights)")
 

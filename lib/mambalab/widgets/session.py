@@ -4,7 +4,7 @@ A :class:`Session` is what a panel's Step / Replay / Reset buttons drive:
 
 * ``advance()`` runs one ``Engine.step_once`` (inside the sanitizer's
   ``recording()``), catches ``EngineCrash`` as the verdict does, and appends a
-  :class:`~._snapshot.StepSnapshot`;
+  :class:`~.snapshot.StepSnapshot`;
 * ``run_to_end()`` steps until the workload is done (or crashed) and returns
   the same :class:`~mambalab.lab.scenarios.ReplayResult` that
   ``mambalab.lab.scenarios.replay`` builds for that workload and bug switch;
@@ -25,11 +25,12 @@ from typing import Hashable
 
 from mambalab.lab.bugs import BugConfig
 from mambalab.engine.core import Engine, EngineCrash
-from mambalab.lab.reference import Verdict, judge, reference_output
+from mambalab.lab.reference import judge, reference_output
 from mambalab.lab.sanitizer import recording
 from mambalab.lab.scenarios import ReplayResult, signatures
+from mambalab.lab.verdict import Crash, Verdict
 from mambalab.lab.workload import Workload
-from mambalab.widgets._snapshot import StepSnapshot, pool_holders, take_snapshot
+from mambalab.widgets.snapshot import StepSnapshot, pool_holders, take_snapshot
 
 MAX_STEPS = 200  # as ``scenarios.run_workload``
 
@@ -57,7 +58,8 @@ class Session:
             self.engine = Engine(workload.cfg, bugs)
             self.engine.schedule_events(workload.events)
         except Exception as e:  # noqa: BLE001 - e.g. a CUDA graph that cannot be captured (#41233)
-            self.startup_error = f"at CUDA-graph capture (engine start-up): {type(e).__name__}: {e}"
+            self.startup_crash = Crash.at_startup(e)
+            self.startup_error = self.startup_crash.describe()
             self.engine = None
         self.init_seconds = perf_counter() - t
         self.history: list[StepSnapshot] = []
@@ -139,14 +141,14 @@ class Session:
 
     def _judge(self) -> ReplayResult:
         if self.engine is None:
-            verdict = Verdict(ok=False, crash=self.startup_error)
+            verdict = Verdict(ok=False, crash=self.startup_crash)
             records = []
         else:
             records = self.engine.records
             if self.crash is not None:
                 verdict = judge(self.engine, self.crash)
             elif self.over_limit:
-                verdict = Verdict(ok=False, crash=f"the workload did not finish within {self.max_steps} steps",
+                verdict = Verdict(ok=False, crash=Crash.unfinished(self.max_steps),
                                   steps=self.engine.step)
             else:
                 verdict = judge(self.engine)
