@@ -35,8 +35,8 @@ import ipywidgets as widgets
 from mambalab.lab.scenarios import ReplayResult
 from mambalab.widgets.session import Session, session_for
 from mambalab.widgets.snapshot import RankView
-from mambalab.widgets.controls import (BAD_COLOUR, NEUTRAL_COLOUR, OK_COLOUR, WARN_COLOUR, box, esc, guarded, lines_html,
-                  write_output)
+from mambalab.widgets.controls import (BAD_COLOUR, NEUTRAL_COLOUR, OK_COLOUR, WARN_COLOUR, box, esc, guarded,
+                                       lines_html, write_output)
 from mambalab.widgets.views import VIEWS, FigureSlot, ViewInput, findings_html, level_counts, message_figure
 
 _RESULTS: OrderedDict[Hashable, ReplayResult] = OrderedDict()  # final verdicts by settings key
