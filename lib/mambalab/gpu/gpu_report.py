@@ -335,7 +335,8 @@ def replay_verdicts(*, live: bool | None = None, width: int = 118, bugs: list[st
 
 
 def memcheck_report(*, live: bool | None = None, lines: int = 12) -> Text:
-    """compute-sanitizer's memcheck on bug #35431: the unguarded consumer, then the fixed path.
+    """compute-sanitizer's memcheck on bug #35431: the unguarded consumer (the lab's SSU standing in for
+    #33664's FlashMLA kernel; vLLM's SSU masked ``-1``), then the fixed path.
 
     Live (``mambalab.gpu.pad_minus_one`` under ``compute-sanitizer``) when a
     CUDA GPU and the tool are here, else the recorded reports.

@@ -10,7 +10,9 @@ before the state pool belong to no allocation and memcheck can name them):
 
 `--bug` pads the batch with PAD_SLOT_ID (-1) and launches the Mamba2
 selective-state-update kernel with the guard of the pad-minus-one world (a
-consumer that trusts every index). `--fixed` pads with NULL_BLOCK_ID (0) and
+consumer that trusts every index). A stand-in: vLLM's SSU already masked
+``pad_slot_id`` before #35431; the consumer that crashed (issue #33664) was
+the FlashMLA FP8 decode kernel, per #35969. `--fixed` pads with NULL_BLOCK_ID (0) and
 uses the fixed guard: padded rows touch nothing.
 """
 
