@@ -145,8 +145,8 @@ def test_dummy_batch_rows_are_not_drawn_as_padding():
     """Issue 17: an idle DP rank's dummy rows (num_reqs == num_reqs_padded) are no CUDA-graph padding."""
     w = idle_rank(BugConfig())
     found = viz.describe_block_table(w.bt, num_reqs=0, num_reqs_padded=4, pool=w.pool)
-    assert "rows 0–3 are the DP dummy batch (num_reqs == num_reqs_padded: no padding to mask), holding the " \
-           "null block 0 on the device" in found, found
+    assert "rows 0–3 are the DP dummy batch, holding the null block 0 on the device; num_reqs == " \
+           "num_reqs_padded: no padding to mask" in found, found
     assert not any("padding" in s and "no padding" not in s for s in found), found
     fig = viz.draw_block_table(w.bt, num_reqs=0, num_reqs_padded=4, pool=w.pool)
     title = fig.axes[0].get_title(loc="left")

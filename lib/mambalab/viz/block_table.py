@@ -301,8 +301,8 @@ def analyse_block_table(
                "-1" if vals == {PAD_SLOT_ID} else "stale block ids" if vals - {0, -1} else "0 and -1")
         if is_dummy:
             findings.append(Finding(INFO, f"{rows_phrase(pad_rows)} {'is' if len(pad_rows) == 1 else 'are'} "
-                                          f"the DP dummy batch (num_reqs == num_reqs_padded: no padding to "
-                                          f"mask), holding {how} on the device", 7000))
+                                          f"the DP dummy batch, holding {how} on the device; num_reqs == "
+                                          f"num_reqs_padded: no padding to mask", 7000))
         else:
             findings.append(Finding(INFO, f"{rows_phrase(pad_rows)} {'is' if len(pad_rows) == 1 else 'are'} "
                                           f"CUDA-graph padding, holding {how} on the device", 7000))
