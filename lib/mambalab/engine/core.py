@@ -155,6 +155,8 @@ class Engine:
         self._by_index = {r.index: r for r in self.ranks}
         self.step = 0
         self.records: list[StepRecord] = []
+        # A context each rank's part of a step runs inside (e.g. a sanitizer recording per DP rank).
+        self.rank_context: Callable[[int], ContextManager] | None = None
         self.results: dict[str, RequestResult] = {}
         self.events: dict[int, list[Event]] = {}
 
@@ -238,15 +240,16 @@ class Engine:
         try:
             blocks_before = {rid: list(rank.manager.get_block_ids(rid)[0])
                              for rid in so.num_scheduled_tokens}
-            sampled, rec = rank.runner.execute_model(so, dp_tokens)
+            with self.rank_context(rank.index) if self.rank_context is not None else contextlib.nullcontext():
+                sampled, rec = rank.runner.execute_model(so, dp_tokens)
+                if not n and dp_tokens:
+                    # An idle rank pads to the others' size; the runner pads it to a graph size.
+                    rec = rank.runner.dummy_run(self._dummy_size(rank, dp_tokens))
             if n:
                 drafts = self._propose(rank, sampled)
                 finished = rank.scheduler.update_from_output(so, sampled, drafts)
                 self._collect(rank, sampled, finished, blocks_before)
-            elif dp_tokens:
-                # An idle rank pads to the others' size; the runner pads it to a graph size.
-                rec = rank.runner.dummy_run(self._dummy_size(rank, dp_tokens))
-            else:
+            elif not dp_tokens:
                 return None
             rec.step = self.step
         except Exception as e:  # noqa: BLE001 - reported as the engine's verdict

@@ -2,9 +2,10 @@
 
 A :class:`Session` is what a panel's Step / Replay / Reset buttons drive:
 
-* ``advance()`` runs one ``Engine.step_once`` (inside the sanitizer's
-  ``recording()``), catches ``EngineCrash`` as the verdict does, and appends a
-  :class:`~.snapshot.StepSnapshot`;
+* ``advance()`` takes the next step of the engine's one step loop
+  (:meth:`Engine.steps`, each rank's part inside its own sanitizer
+  ``recording()``), a crash being the step's outcome as for the verdict, and
+  appends a :class:`~.snapshot.StepSnapshot`;
 * ``run_to_end()`` steps until the workload is done (or crashed) and returns
   the same :class:`~mambalab.lab.scenarios.ReplayResult` that
   ``mambalab.lab.scenarios.replay`` builds for that workload and bug switch;
@@ -26,8 +27,9 @@ from typing import Hashable
 from mambalab.lab.bugs import BugConfig
 from mambalab.engine.core import Engine, EngineCrash
 from mambalab.lab.reference import judge, reference_output
-from mambalab.lab.sanitizer import recording
+from mambalab.lab.sanitizer import AccessLog, recording
 from mambalab.lab.scenarios import ReplayResult, signatures
+from mambalab.lab.step_observer import StepObserver
 from mambalab.lab.verdict import Crash, Verdict
 from mambalab.lab.workload import Workload
 from mambalab.widgets.snapshot import StepSnapshot, pool_holders, take_snapshot
@@ -63,9 +65,21 @@ class Session:
             self.engine = None
         self.init_seconds = perf_counter() - t
         self.history: list[StepSnapshot] = []
+        self.observer: StepObserver | None = None
+        self._logs: dict[int, AccessLog] = {}
         if self.engine is not None:
-            self.history.append(take_snapshot(self.engine, bugs, records=[], log=None, holders_before=None,
-                                              status_before=None, crash=None, previous=None))
+            self.observer = StepObserver(self.engine)
+            self.engine.rank_context = self._rank_log
+            self._steps = self.engine.steps(max_steps)
+            self.history.append(take_snapshot(self.engine, bugs, records=[], logs={}, observed=self.observer,
+                                              holders_before=None, status_before=None, crash=None, previous=None))
+
+    @contextlib.contextmanager
+    def _rank_log(self, rank: int):
+        """Each rank's part of a step records its own accesses (the sanitizer's log per DP rank)."""
+        with recording() as log:
+            self._logs[rank] = log
+            yield
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -104,21 +118,21 @@ class Session:
         status = {rid: res.status for rid, res in eng.results.items()}
         crash = None
         records = []
+        self._logs = {}
         t = perf_counter()
-        with recording() as log:
-            try:
-                records = eng.step_once()
-            except EngineCrash as c:
-                crash = c
-            except Exception as e:  # noqa: BLE001 - an event the engine refused (e.g. a prompt too long)
-                crash = EngineCrash(eng.step, -1, e)
+        try:
+            outcome = next(self._steps)
+            records, crash = outcome.records, outcome.crash
+        except Exception as e:  # noqa: BLE001 - an event the engine refused (e.g. a prompt too long)
+            crash = EngineCrash(eng.step, -1, e)
         if crash is not None:
             self.crash = crash
         for rid, res in eng.results.items():
             if rid not in self.expected:
                 self.expected[rid] = reference_output(eng, res.prompt, res.max_tokens)
-        snap = take_snapshot(eng, self.bugs, records=records, log=log, holders_before=holders, status_before=status,
-                             crash=crash, previous=self.history[-1] if self.history else None)
+        snap = take_snapshot(eng, self.bugs, records=records, logs=self._logs, observed=self.observer,
+                             holders_before=holders, status_before=status, crash=crash,
+                             previous=self.history[-1] if self.history else None)
         snap.step_seconds = perf_counter() - t
         self.step_seconds.append(snap.step_seconds)
         self.history.append(snap)

@@ -8,19 +8,12 @@ the state pool (one number per slot) and which rows read and wrote which
 slots. Drawing then reads only the snapshot: fast, deterministic, and the
 same picture whenever the learner comes back to that step.
 
-The runner does not keep the metadata it built, so it is rebuilt read-only
-from the :class:`StepRecord` and the runner's persistent buffers, which still
-hold that step's values when the step returns (nothing writes them until the
-rank's next step):
-
-* ``query_start_loc`` / ``seq_lens``: ``runner.buffers`` (the very tensors
-  ``build_attention_metadata`` slices);
-* ``is_prefilling``: ``input_batch.is_prefilling`` (counts change only at the
-  next ``_update_states``), zeroed past the live rows except where the
-  record says padded rows were prefilling;
-* the block table the kernels saw: ``StepRecord.block_table_rows``;
-* the decode split, ``state_indices_tensor_d`` and the refresh flag: the
-  record; the graph buffer: ``runner.builder.state_indices_tensor_d``.
+The step's metadata is the runner's own: a :class:`~mambalab.lab.step_observer.StepObserver`
+keeps a frozen copy of what the runner built (common and Mamba metadata, the
+builder's graph buffers) the moment it built it, and the step's
+:class:`StepRecord` holds the rest (the decode split, the refresh flag, the
+block table the kernels saw, each kernel row's read/write slots). Nothing
+here recomputes what the runner computed.
 """
 
 from __future__ import annotations
@@ -30,15 +23,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-import torch
 
-from mambalab.lab.bugs import BugConfig, GuardMode
+from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.engine.core import Engine, EngineCrash
 from mambalab.attention.mamba_metadata import MambaAttentionMetadata
 from mambalab.attention.metadata import CommonAttentionMetadata
 from mambalab.worker.model_runner import StepRecord
 from mambalab.lab.sanitizer import AccessLog
+from mambalab.lab.step_observer import StepObserver
 from mambalab.viz import slot_summary
 
 
@@ -134,21 +127,6 @@ def _frozen_table(input_batch) -> tuple[SimpleNamespace, list[str | None]]:
     return table, row_ids
 
 
-def _frozen_builder(builder) -> SimpleNamespace:
-    return SimpleNamespace(
-        state_indices_tensor_d=builder.state_indices_tensor_d.detach().to("cpu").clone(),
-        reorder_batch_threshold=builder.reorder_batch_threshold,
-        full_cudagraph=builder.full_cudagraph,
-        decode_cudagraph_max_bs=builder.decode_cudagraph_max_bs,
-        block_size=builder.block_size,
-        mode=builder.mode,
-        num_spec=builder.num_spec,
-        block_idx_last_computed_token=_clone(builder.block_idx_last_computed_token),
-        block_idx_last_scheduled_token=_clone(builder.block_idx_last_scheduled_token),
-        block_idx_last_scheduled_token_prev_step=_clone(builder.block_idx_last_scheduled_token_prev_step),
-    )
-
-
 def _clone(t):
     return None if t is None else t.detach().to("cpu").clone()
 
@@ -158,123 +136,6 @@ def _slot_values(state) -> np.ndarray:
     out = np.array(vals, dtype=np.float64, copy=True)
     out[nan] = np.nan
     return out
-
-
-def _cdiv(a: torch.Tensor, b: int) -> torch.Tensor:
-    return torch.div(a + b - 1, b, rounding_mode="floor")
-
-
-def rebuild_metadata(runner, rec: StepRecord | None, *, num_reqs: int | None = None, num_reqs_padded: int | None = None,
-                     bugs: BugConfig | None = None):
-    """``(CommonAttentionMetadata, MambaAttentionMetadata | None)`` of the runner's last step, read-only.
-
-    With a record, everything the record holds is taken from it; without one
-    (the step crashed before returning it) ``num_reqs``/``num_reqs_padded``
-    must be given and the Mamba metadata is left out (the drawing recomputes
-    the split as Mamba does).
-    """
-    ib, buf = runner.input_batch, runner.buffers
-    if rec is not None:
-        P = int(rec.num_reqs_padded)
-        n = int(rec.num_reqs) if rec.kind == "step" else P
-    else:
-        n = int(num_reqs or 0)
-        P = max(n, int(num_reqs_padded or n))
-    P = max(0, min(P, ib.max_num_reqs))
-    qsl = buf.query_start_loc.cpu[: P + 1].detach().clone()
-    seq = buf.seq_lens.cpu[:P].detach().clone()
-    pref = torch.from_numpy(np.array(ib.is_prefilling(P), dtype=bool, copy=True))
-    if rec is not None:
-        if rec.kind == "step":
-            pref[n:] = False
-            for r in rec.padded_rows_prefilling:
-                if 0 <= r < P:
-                    pref[r] = True
-        blk = torch.tensor(rec.block_table_rows, dtype=torch.int64) if rec.block_table_rows else None
-    else:
-        if not (bugs or runner.bugs).has("stale-is-prefilling"):
-            pref[n:] = False
-        blk = None
-    if blk is None or blk.dim() != 2:
-        width = ib.block_table.block_tables[0].max_num_blocks_per_req
-        blk = ib.block_table.block_tables[0].block_table.gpu[:P].detach().to("cpu", torch.int64).clone()
-        blk = blk.reshape(P, width)
-    qlen = qsl[1:] - qsl[:-1] if P else torch.zeros(0, dtype=qsl.dtype)
-    cm = CommonAttentionMetadata(
-        query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=seq, seq_lens_cpu=seq, num_reqs=P,
-        num_actual_tokens=int(rec.num_tokens_padded) if rec is not None else int(qsl[-1]) if P else 0,
-        max_query_len=int(qlen.max()) if P else 0, max_seq_len=int(seq.max()) if P else 0,
-        block_table_tensor=blk, slot_mapping=torch.zeros(0, dtype=torch.int64), is_prefilling=pref)
-    if rec is None:
-        return cm, None
-    nd = int(rec.num_decodes)
-    d = (torch.tensor(rec.intended_slots, dtype=torch.int64) if rec.intended_slots
-         else torch.zeros((0, 1), dtype=torch.int64))
-    md = MambaAttentionMetadata(
-        num_prefills=int(rec.num_prefills), num_prefill_tokens=0, num_decodes=nd, num_decode_tokens=0,
-        num_reqs=P, has_initial_states_p=None, query_start_loc_p=None, num_computed_tokens_p=None,
-        state_indices_tensor_p=None, state_indices_tensor_d=d, query_start_loc_d=None, num_accepted_tokens=None,
-        cudagraph_buffers_refreshed=bool(rec.refreshed))
-    b = runner.builder
-    if b.mode == "all":
-        if rec.refreshed:
-            md.block_idx_last_computed_token = b.block_idx_last_computed_token[:P].detach().to("cpu").clone()
-            md.block_idx_last_scheduled_token = b.block_idx_last_scheduled_token[:P].detach().to("cpu").clone()
-        else:
-            B = b.block_size
-            nc = (seq - qlen).to(torch.int64)
-            md.block_idx_last_computed_token = torch.clamp(_cdiv(nc, B) - 1, min=0)[:nd]
-            md.block_idx_last_scheduled_token = torch.clamp(_cdiv(seq.to(torch.int64), B) - 1, min=0)[:nd]
-    return cm, md
-
-
-def _skipped(slot: int, guard: GuardMode) -> bool:
-    if guard is GuardMode.NULL:
-        return slot <= NULL_BLOCK_ID
-    if guard is GuardMode.NEGATIVE:
-        return slot < 0
-    return False
-
-
-def derived_accesses(rec: StepRecord, cm: CommonAttentionMetadata, builder, bugs: BugConfig
-                     ) -> tuple[dict[int, set[int]], dict[int, set[int]]]:
-    """Which slots each decode-kernel row read and wrote, worked out from the record.
-
-    Used where the sanitizer's log cannot be split per rank (data parallel) or
-    is empty (CUDA). Mirrors ``decode_state_slots`` and the kernels' guard:
-    a FULL graph runs every padded row, an eager step its decode rows.
-    """
-    reads: dict[int, set[int]] = {}
-    writes: dict[int, set[int]] = {}
-    rows = rec.state_slots
-    n_rows = len(rows) if rec.mode == "FULL" else min(len(rows), int(rec.num_decodes))
-    guard = bugs.kernel_guard
-    qsl = cm.query_start_loc_cpu.to(torch.int64)
-    seq = cm.seq_lens_cpu.to(torch.int64)
-    B = int(getattr(builder, "block_size", 1) or 1)
-    mode = getattr(builder, "mode", "none")
-    ns = int(getattr(builder, "num_spec", 0) or 0)
-    for r in range(n_rows):
-        d = [int(x) for x in rows[r]]
-        if not d:
-            continue
-        if mode == "all" and r < len(seq):
-            qlen = int(qsl[r + 1] - qsl[r]) if r + 1 < len(qsl) else 1
-            s = int(seq[r])
-            nc = s - qlen
-            lc = max(0, -(-nc // B) - 1)
-            ls = max(0, -(-s // B) - 1)
-            src = d[lc:lc + 1 + ns] if ns else d[lc:lc + 1]
-            dst = d[ls:ls + 1 + ns] if ns else d[ls:ls + 1]
-        else:
-            src = dst = d[: 1 + ns]
-        rs = {x for x in src if not _skipped(x, guard)}
-        ws = {x for x in dst if not _skipped(x, guard)}
-        if rs:
-            reads[r] = rs
-        if ws:
-            writes[r] = ws
-    return reads, writes
 
 
 def _timeline_entry(step: int, rec: StepRecord | None, cm: CommonAttentionMetadata | None,
@@ -299,18 +160,22 @@ def _timeline_entry(step: int, rec: StepRecord | None, cm: CommonAttentionMetada
     return entry
 
 
-def take_snapshot(engine: Engine, bugs: BugConfig, *, records: list[StepRecord], log: AccessLog | None,
-                  holders_before: list[dict] | None, status_before: dict[str, str] | None,
-                  crash: EngineCrash | None, previous: "StepSnapshot | None", step_seconds: float = 0.0
-                  ) -> StepSnapshot:
-    """Copy what the drawings need out of ``engine`` right after a step (or before the first)."""
+def take_snapshot(engine: Engine, bugs: BugConfig, *, records: list[StepRecord], logs: dict[int, AccessLog],
+                  observed: StepObserver | None, holders_before: list[dict] | None,
+                  status_before: dict[str, str] | None, crash: EngineCrash | None, previous: "StepSnapshot | None",
+                  step_seconds: float = 0.0) -> StepSnapshot:
+    """Copy what the drawings need out of ``engine`` right after a step (or before the first).
+
+    The metadata is the runner's own (``observed``: a frozen copy taken when it was built);
+    the kernels' accesses are the sanitizer's log of the rank (``logs``), else the step
+    record's per-row read/write slots (on CUDA, where no sanitizer runs).
+    """
     step = engine.step
     holders_now = pool_holders(engine)
     status = {rid: res.status for rid, res in engine.results.items()}
     finished_now = {rid for rid, s in status.items()
                     if s == "finished" and (status_before or {}).get(rid, "running") == "running"}
     by_rank = {r.rank: r for r in records}
-    single_rank = len(engine.ranks) == 1
     views: list[RankView] = []
     for rank in engine.ranks:
         i = rank.index
@@ -343,7 +208,9 @@ def take_snapshot(engine: Engine, bugs: BugConfig, *, records: list[StepRecord],
             for b in poisoned_after:
                 values[b] = 0.0 if np.isnan(prev.slot_values[b]) else prev.slot_values[b]
         rec = by_rank.get(i)
-        log_i = log if (single_rank and log is not None and (log.accesses or log.violations)) else None
+        log_i = logs.get(i)
+        log_i = log_i if log_i is not None and (log_i.accesses or log_i.violations) else None
+        seen = observed.get(step, i) if observed is not None else None
         cm = md = builder = None
         reads = writes = None
         source = None
@@ -355,30 +222,35 @@ def take_snapshot(engine: Engine, bugs: BugConfig, *, records: list[StepRecord],
             n = int(rec.num_reqs) if kind == "step" else 0
             p = int(rec.num_reqs_padded)
             meta_n = n
-            cm, md = rebuild_metadata(runner, rec)
-            frozen = _frozen_builder(runner.builder)
-            # The graph buffer is what a FULL graph reads; an eager step never reads it.
-            builder = frozen if rec.mode == "FULL" else None
+            if seen is not None:
+                cm, md = seen.cm, seen.md
+                # The graph buffer is what a FULL graph reads; an eager step never reads it.
+                builder = seen.builder if rec.mode == "FULL" else None
+            else:
+                note = f"rank {i}'s step {step} built no attention metadata (an eager dummy run, as vLLM's)"
             meta_ids = list(rec.req_ids)
             ran_at = step
             if log_i is not None:
                 reads, writes, source = log_i.slots("state", "load"), log_i.slots("state", "store"), "sanitizer"
             else:
-                reads, writes = derived_accesses(rec, cm, frozen, bugs)
-                source = "derived"
+                reads = {r: set(v) for r, v in rec.kernel_reads.items()}
+                writes = {r: set(v) for r, v in rec.kernel_writes.items()}
+                source = "record"
         elif crash is not None and crash.rank == i:
             kind = "crash"
             n = runner.input_batch.num_reqs
             rows = {a.row for a in log_i.accesses} | {v.row for v in log_i.violations} if log_i else set()
             p = max([n] + [r + 1 for r in rows])
             meta_n = n
-            cm, md = rebuild_metadata(runner, None, num_reqs=n, num_reqs_padded=p, bugs=bugs)
-            builder = _frozen_builder(runner.builder)
+            if seen is not None:  # the metadata was built before the kernel that crashed ran
+                cm, md, builder = seen.cm, seen.md, seen.builder
+                p = max(p, int(cm.num_reqs) if cm is not None else p)
             meta_ids = list(runner.input_batch.req_ids)
             ran_at = step
             if log_i is not None:
                 reads, writes, source = log_i.slots("state", "load"), log_i.slots("state", "store"), "sanitizer"
-            note = f"rank {i} crashed in step {step}: no step record, the metadata is rebuilt from the buffers"
+            note = (f"rank {i} crashed in step {step}: no step record" +
+                    ("; the metadata is the one its runner built before the crash" if seen is not None else ""))
         else:
             kind = "start" if step == 0 else "idle"
             n = p = runner.input_batch.num_reqs
@@ -408,5 +280,4 @@ def take_snapshot(engine: Engine, bugs: BugConfig, *, records: list[StepRecord],
                         ran=bool(records) or crash is not None, step_seconds=step_seconds)
 
 
-__all__ = ["PoolView", "RankView", "StepSnapshot", "take_snapshot", "rebuild_metadata", "derived_accesses",
-           "pool_holders"]
+__all__ = ["PoolView", "RankView", "StepSnapshot", "take_snapshot", "pool_holders"]

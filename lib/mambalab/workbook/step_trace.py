@@ -71,12 +71,15 @@ class Trace:
     one of them (or, for the timeline, the whole run).
     """
 
-    def __init__(self, result: ReplayResult, engine: Engine | None, snapshots: dict[tuple[int, int], Snapshot],
-                 scheduled: dict[tuple[int, int], dict[str, int]]):
+    def __init__(self, result: ReplayResult, engine: Engine | None, snapshots: dict[tuple[int, int], Snapshot]):
         self.result = result
         self.engine = engine
         self.snapshots = snapshots
-        self.scheduled = scheduled
+
+    @property
+    def scheduled(self) -> dict[tuple[int, int], dict[str, int]]:
+        """Tokens scheduled per request, by ``(step, rank)``, as each step's record holds them."""
+        return {(r.step, r.rank): r.scheduled for r in self.records}
 
     @property
     def exit_code(self) -> int:
