@@ -299,17 +299,39 @@ def run_ssu(indices, bugs):
     return state, ref, log
 
 
+def run_gdn(indices, bugs):
+    """The GDN decode kernel (an FLA kernel: the family #39064 fixed) under ``bugs``, recorded, and the
+    fixed pure-torch reference on a copy of the pool."""
+    from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
+    from mambalab.kernels.gated_delta_rule_ref import fused_recurrent_gated_delta_rule_ref
+
+    g = torch.Generator().manual_seed(0)
+    B, H, K, V = len(indices), 2, 4, 4
+    q, k = torch.randn(1, B, H, K, generator=g), torch.randn(1, B, H, K, generator=g)
+    v = torch.randn(1, B, H, V, generator=g)
+    gate, beta = -torch.rand(1, B, H, generator=g), torch.rand(1, B, H, generator=g)
+    state = torch.zeros(8, H, V, K)
+    state[1:] = torch.randn(7, H, V, K, generator=g)
+    ref = state.clone()
+    kw = dict(cu_seqlens=torch.arange(B + 1, dtype=torch.int32),
+              ssm_state_indices=torch.tensor(indices, dtype=torch.int32))
+    with sanitizer.recording() as log:
+        fused_recurrent_gated_delta_rule(q, k, v, gate, beta, initial_state=state, bugs=bugs, **kw)
+    fused_recurrent_gated_delta_rule_ref(q, k, v, gate, beta, initial_state=ref, **kw)
+    return state, ref, log
+
+
 @cpu_only
 @pytest.mark.parametrize("bugs", [BugConfig.with_bugs("guard-lt-zero"), BugConfig()], ids=["guard-lt-zero", "fixed"])
 def test_null_block_written_by_padded_rows(bugs):
-    state, ref, log = run_ssu([3, 5, 2, 0, 0, 0], bugs)
-    reads, writes = log.slots("state", "load"), log.slots("state", "store")
+    state, ref, log = run_gdn([3, 5, 2, 0, 0, 0], bugs)
+    reads, writes = log.slots("h0", "load"), log.slots("h0", "store")
     found = viz.describe_state_pool(state, reads=reads, writes=writes, reference=ref)
     fig = viz.draw_state_pool(state, reads=reads, writes=writes, reference=ref, owners={3: "r0", 5: "r1", 2: "r2"})
     title = fig.axes[0].get_title(loc="left")
-    amap = viz.draw_access_map(log, num_slots=8)
+    amap = viz.draw_access_map(log, arg="h0", num_slots=8)
     if bugs.has("guard-lt-zero"):
-        assert found[0].startswith("null block 0 was written by rows 3, 4, 5")
+        assert found[0].startswith("null block 0 was written by rows 3, 4, 5"), found
         assert title.startswith("null block 0 was written by rows 3, 4, 5")
         assert "it is no longer zero" in found[0]
         assert "slot 0 differs from the reference" in found  # the live rows' slots agree
