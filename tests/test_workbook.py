@@ -275,12 +275,15 @@ def test_reveal_is_a_closed_details_element_with_the_escaped_source_and_the_verd
 
 
 class _FakeHunt:
+    """A HuntResult's report: the prose, then the snippet block from its head line on."""
+
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def report(self, timings: bool = True) -> str:
+    def report_parts(self, timings: bool = True) -> tuple[str, str]:
         assert timings is False
-        return self.text
+        head, sep, code = self.text.partition("As Python (runs and asserts the failure):")
+        return head, sep + code
 
 
 def test_hunt_report_wraps_long_lines_at_spaces_but_keeps_the_python_snippet():
@@ -307,7 +310,8 @@ def test_hunt_report_wraps_long_lines_at_spaces_but_keeps_the_python_snippet():
 def test_workload_steps_is_the_step_list_wrapped():
     import random
 
-    from mambalab.lab.hunt import random_hunt_workload, step_list, workload_seed
+    from mambalab.lab.hunt_generator import random_hunt_workload, workload_seed
+    from mambalab.lab.hunt_report import step_list
 
     w = random_hunt_workload(random.Random(workload_seed(1, 0)))
     text = wb.workload_steps(w, width=60)

@@ -132,6 +132,12 @@ class HuntResult:
 
     def report(self, timings: bool = True) -> str:
         """The hunt's outcome; ``timings=False`` leaves out seconds and rates (a stable text)."""
+        head, snippet_block = self.report_parts(timings)
+        return head + snippet_block
+
+    def report_parts(self, timings: bool = True) -> tuple[str, str]:
+        """:meth:`report` in two parts: the prose, and the runnable snippet block ("" when nothing
+        was found) that a reader copies verbatim."""
         lines: list[str] = []
         for sh in self.shared:
             lines.append(f"(workload {sh.index + 1}, seed {sh.workload_seed}: {sh.kind}, but the fixed engine "
@@ -144,7 +150,7 @@ class HuntResult:
             spent = (f" in {self.seconds:.1f} s ({self.cpu_seconds:.1f} s CPU, {self.rate:.2f} workloads/s)"
                      if timings else "")
             lines.append(f"{self.label}: {self.workloads} random workloads{spent}, seed {self.seed}: {what}")
-            return "\n".join(lines)
+            return "\n".join(lines), ""
         f = self.found
         spent = f", {self.seconds:.1f} s ({self.cpu_seconds:.1f} s CPU)" if timings else ""
         lines += [
@@ -167,10 +173,9 @@ class HuntResult:
             lines.append(f"  with every fix: {f.control.summary()}"
                          + ("" if f.control.ok else "  (fails without the switched-on bugs too)"))
         lines.append("")
-        lines.append("As Python (runs and asserts the failure):")
-        lines.append("")
-        lines += ["    " + s if s else "" for s in snippet(f.minimal, self.bugs, f.kind, self.plant).splitlines()]
-        return "\n".join(lines)
+        code = ["As Python (runs and asserts the failure):", ""]
+        code += ["    " + s if s else "" for s in snippet(f.minimal, self.bugs, f.kind, self.plant).splitlines()]
+        return "\n".join(lines) + "\n", "\n".join(code)
 
 
 @contextlib.contextmanager

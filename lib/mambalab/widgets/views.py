@@ -70,9 +70,9 @@ def _pool_notes(rv: RankView) -> list[Finding]:
         out.append(Finding(INFO, f"block{'s' if len(rv.poisoned_after) > 1 else ''} "
                                  f"{', '.join(map(str, rv.poisoned_after))} freed when a request finished in this "
                                  f"step: poisoned with NaN after it (shown as they were during the step)", 450))
-    if rv.access_source == "derived":
-        out.append(Finding(INFO, "reads/writes worked out from the step record (the sanitizer's log mixes the "
-                                 "DP ranks)", 460))
+    if rv.access_source == "record":
+        out.append(Finding(INFO, "reads/writes from the step record (the runner's gather windows; no sanitizer "
+                                 "log: the kernels ran compiled)", 460))
     return out
 
 

@@ -17,13 +17,9 @@ def plant_pad_tail(pad_tail: Callable) -> tuple[Plant, Text]:
     from mambalab.lab.planted import plant_padded_tail, repeat_last_live
 
     verdict = check("05.1", pad_tail)
-    if str(verdict).startswith("exercise 05.1: correct"):
+    if verdict.passed:
         return plant_padded_tail(pad_tail), Text("planting your pad_tail (it passes exercise 05.1)")
-    return plant_padded_tail(repeat_last_live), Text(
-        f"planting the library's repeat_last_live ({verdict.removeprefix('exercise 05.1: ')})")
-
-
-_SNIPPET_HEAD = "As Python (runs and asserts the failure):"
+    return plant_padded_tail(repeat_last_live), Text(f"planting the library's repeat_last_live ({verdict.detail})")
 
 
 def _wrap(text: str, width: int) -> str:
@@ -46,8 +42,8 @@ def hunt_report(result, width: int = 100) -> Text:
     for continuations), since JupyterLab wraps them mid-word; the Python
     snippet after ``As Python (...):`` stays verbatim, to be copied and run.
     """
-    head, sep, snippet = result.report(timings=False).partition(_SNIPPET_HEAD)
-    return Text(_wrap(head, width) + sep + snippet)
+    head, snippet = result.report_parts(timings=False)
+    return Text(_wrap(head, width) + snippet)
 
 
 def workload_steps(workload, width: int = 100) -> Text:

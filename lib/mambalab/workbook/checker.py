@@ -29,7 +29,19 @@ def _same(a, b) -> bool:
         return False
 
 
-def check(exercise_id: str, fn: Callable) -> Text:
+class CheckResult(Text):
+    """An exercise's check: one line to show, ``passed`` to decide on, ``detail`` without the exercise id."""
+
+    def __new__(cls, exercise_id: str, detail: str, passed: bool) -> "CheckResult":
+        self = super().__new__(cls, f"exercise {exercise_id}: {detail}")
+        self.exercise_id, self.detail, self.passed = exercise_id, detail, passed
+        return self
+
+    def __getnewargs__(self) -> tuple[str, str, bool]:  # copy and pickle
+        return self.exercise_id, self.detail, self.passed
+
+
+def check(exercise_id: str, fn: Callable) -> CheckResult:
     """Run the learner's ``fn`` on the exercise's cases; one line: correct, not answered yet, or the first miss."""
     ex = EXERCISES[exercise_id]
     cases = ex.cases()
@@ -38,14 +50,14 @@ def check(exercise_id: str, fn: Callable) -> Text:
         try:
             got = fn(*args)
         except NotImplementedError:
-            return Text(f"exercise {ex.id}: not answered yet ({ex.name} raises NotImplementedError)")
+            return CheckResult(ex.id, f"not answered yet ({ex.name} raises NotImplementedError)", False)
         except Exception as e:  # noqa: BLE001 - reported to the learner
-            return Text(f"exercise {ex.id}: {call} raised {type(e).__name__}: {e}")
+            return CheckResult(ex.id, f"{call} raised {type(e).__name__}: {e}", False)
         if got is None:
-            return Text(f"exercise {ex.id}: not answered yet ({ex.name} returned None)")
+            return CheckResult(ex.id, f"not answered yet ({ex.name} returned None)", False)
         if not _same(got, expected):
-            return Text(f"exercise {ex.id}: not yet: {call} returned {got!r}, expected {expected!r}")
-    return Text(f"exercise {ex.id}: correct ({len(cases)} cases)")
+            return CheckResult(ex.id, f"not yet: {call} returned {got!r}, expected {expected!r}", False)
+    return CheckResult(ex.id, f"correct ({len(cases)} cases)", True)
 
 
 class Solution(Text):
