@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from mambalab.lab.bugs import BugConfig
 from mambalab.worker.block_table import BlockTable, MultiGroupBlockTable
 from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
 from mambalab.core.kv_cache_interface import AttentionSpec, MambaSpec
@@ -38,12 +39,39 @@ def test_add_append_clear():
     assert bt.block_table.np[2].tolist() == [NULL_BLOCK_ID] * 4 and bt.num_blocks_per_row[2] == 0
 
 
-def test_move_row_keeps_source_as_in_vllm_0_22():
+def test_move_row_clears_its_source_since_49757():
+    """v0.27+ (#49757): ``BlockTable.move_row`` itself zeroes the vacated row and its count."""
     bt = make()
     bt.add_row([3, 4], 3)
     bt.move_row(3, 0)
     assert bt.row(0) == [3, 4]
-    assert bt.row(3) == [3, 4]  # a duplicate of the live request's blocks (fixed upstream in #49757)
+    assert bt.row(3) == [] and bt.block_table.np[3].tolist() == [NULL_BLOCK_ID] * 4
+
+
+def test_move_row_keeps_source_before_49757():
+    """v0.19 - v0.26 (switch ``move-row-stale-source``, consulted in move_row as upstream)."""
+    bt = BlockTable(4, 4, 4, 32, bugs=BugConfig.with_bugs("move-row-stale-source"))
+    bt.add_row([3, 4], 3)
+    bt.move_row(3, 0)
+    assert bt.row(0) == [3, 4]
+    assert bt.row(3) == [3, 4]  # a duplicate of the live request's blocks
+
+
+def test_multi_group_move_row_clears_every_group():
+    mg = MultiGroupBlockTable(4, 32, 32, [AttentionSpec(4), MambaSpec(32)])
+    mg.add_row([[5, 6], [7]], 2)
+    mg.move_row(2, 0)
+    assert [bt.row(0) for bt in mg.block_tables] == [[5, 6], [7]]
+    assert [bt.row(2) for bt in mg.block_tables] == [[], []]
+
+
+def test_move_row_leaves_the_targets_tail_as_upstream():
+    """Only ``num_blocks`` entries are copied; the target's old tail stays (#39591 unmerged)."""
+    bt = make()
+    bt.add_row([7, 8, 9], 0)
+    bt.add_row([4, 5], 1)
+    bt.move_row(1, 0)
+    assert bt.block_table.np[0].tolist() == [4, 5, 9, 0] and bt.row(0) == [4, 5]
 
 
 def test_swap_row():

@@ -1,7 +1,7 @@
 import pytest
 
 from mambalab.lab import bugs as bugmod
-from mambalab.lab.bugs import BUGS, CATALOGUE, BugConfig, GuardMode
+from mambalab.lab.bugs import BUGS, CATALOGUE, BugConfig, GuardMode, KernelFamily
 from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
 
 EXPECTED = {
@@ -69,7 +69,8 @@ def test_no_unverified_citations():
 def test_default_is_all_fixed():
     cfg = BugConfig()
     assert not any(cfg.has(b) for b in BUGS)
-    assert cfg.clamp_accepted and not BugConfig.with_bugs("zero-accepted").clamp_accepted
+    assert cfg.bound_accepted and not BugConfig.with_bugs("zero-accepted").bound_accepted
+    assert cfg.padded_accepted_count == 1 and BugConfig.with_bugs("zero-accepted").padded_accepted_count == 0
     assert cfg.block_table_pad_value == NULL_BLOCK_ID
     assert cfg.kernel_guard is GuardMode.NULL
     assert str(cfg) == "BugConfig(all fixed)"
@@ -108,3 +109,39 @@ def test_active_context():
     with pytest.raises(TypeError):
         with bugmod.use("guard-lt-zero"):
             pass
+
+
+def test_each_kernel_family_has_its_own_guard_as_in_v033():
+    """v0.33: the SSU masks != null_block_id and the conv returns on == null_block_id (a negative
+    index reaches them); only the FLA/GDN kernels skip <= 0 (load) / store > 0 (#39064)."""
+    fixed = BugConfig()
+    assert fixed.kernel_guard_for(KernelFamily.MAMBA) is GuardMode.EQ_NULL
+    assert fixed.kernel_guard_for(KernelFamily.FLA) is GuardMode.NULL
+    mamba, fla = GuardMode.EQ_NULL, GuardMode.NULL
+    assert not mamba.is_live(0) and mamba.is_live(-1) and mamba.is_live(3)
+    assert not fla.is_live(0) and not fla.is_live(-1) and fla.is_live(3)
+    # #39064 changed only the FLA kernels: guard-lt-zero leaves the SSU/conv guard alone
+    lt = BugConfig.with_bugs("guard-lt-zero")
+    assert lt.kernel_guard_for(KernelFamily.FLA) is GuardMode.NEGATIVE
+    assert lt.kernel_guard_for(KernelFamily.MAMBA) is GuardMode.EQ_NULL
+    # the pad-minus-one world's trusting stand-in consumer
+    pm = BugConfig.with_bugs("pad-minus-one")
+    assert {pm.kernel_guard_for(f) for f in KernelFamily} == {GuardMode.NONE}
+    assert fixed.kernel_guard_for("mamba") is GuardMode.EQ_NULL  # by value too
+
+
+def test_padded_rows_carry_the_zero_only_under_the_switch():
+    """The lab's stand-in source of #48475's zero: padded rows (upstream fills 1)."""
+    import numpy as np
+
+    from mambalab.core.kv_cache_interface import MambaSpec
+    from mambalab.worker.input_batch import InputBatch
+    from mambalab.worker.runner_inputs import RunnerBuffers
+
+    for bugs, pad in ((BugConfig(), 1), (BugConfig.with_bugs("zero-accepted"), 0)):
+        ib = InputBatch(4, 32, 64, [MambaSpec(32)], device="cpu", bugs=bugs)
+        buf = RunnerBuffers(4, 64, device="cpu")
+        p = buf.prepare_dummy_run(ib, 2, 1, 4, bugs)
+        assert buf.num_accepted_tokens.np[: p.num_reqs].tolist() == [pad] * p.num_reqs
+        buf.prepare_inputs(ib, np.zeros(0, dtype=np.int32))
+        assert buf.num_accepted_tokens.np.tolist() == [pad] * 4

@@ -230,3 +230,17 @@ def test_add_row_leaves_the_tail_of_a_longer_former_tenant():
     assert ib.add_request(req(2, attn=[9])) == 1
     ib.remove_request("r2")
     assert ib.block_table[0].block_table.np[1, :3].tolist() == [0, 6, 7]
+
+
+@pytest.mark.parametrize("bugs", [BugConfig(), BugConfig.with_bugs("zero-accepted")], ids=["fixed", "zero-accepted"])
+def test_num_accepted_starts_at_one_and_add_request_resets_it(bugs):
+    """Upstream V1 (every release the lab mirrors): ``torch.ones`` and a reset to 1 in
+    add_request; ``zero-accepted`` (#48475) does not touch the InputBatch (the GDN kernels'
+    column load is the bug; the lab's zero comes from a padded row)."""
+    ib = make_batch(bugs)
+    assert ib.num_accepted_tokens_cpu.tolist() == [1] * 6
+    ib.add_request(req(0))
+    ib.num_accepted_tokens_cpu[0] = 3  # the previous tenant accepted two drafts
+    ib.remove_request("r0")
+    assert ib.add_request(req(1)) == 0
+    assert ib.num_accepted_tokens_cpu[0] == 1  # not the previous tenant's count

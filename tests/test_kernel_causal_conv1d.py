@@ -131,18 +131,18 @@ def _build(case: Case, dtype: torch.dtype, seed: int):
     return pool, twin, args
 
 
-def _live_slots(indices, batch, guard=GuardMode.NULL) -> set[int]:
+def _live_slots(indices, batch, guard=GuardMode.EQ_NULL) -> set[int]:
     """The slots a batch may write under ``guard`` (row b owns slot b without indices)."""
     if indices is None:
         return set(range(batch))
     col0 = indices if indices.dim() == 1 else indices[:, 0]
     vals = [int(v) for v in col0.tolist()]
-    if guard == GuardMode.NULL:
+    if guard in (GuardMode.NULL, GuardMode.EQ_NULL):  # (a -1 under EQ_NULL faults before this)
         return {v for v in vals if v > 0}
     return {v for v in vals if v >= 0}
 
 
-def _run_both(pool, twin, args, *, bugs=None, guard=GuardMode.NULL):
+def _run_both(pool, twin, args, *, bugs=None, guard=GuardMode.EQ_NULL):
     """Kernel on ``pool``, reference on ``twin``; outputs poisoned first."""
     out_k = poison_(torch.empty_like(args["x"]))
     out_r = poison_(torch.empty_like(args["x"]))
@@ -157,7 +157,7 @@ def _snapshot(pool: torch.Tensor) -> torch.Tensor:
     return pool._base.clone().as_strided(pool.shape, pool.stride())
 
 
-def _check(pool, twin, before, out_k, out_r, args, dtype, guard=GuardMode.NULL):
+def _check(pool, twin, before, out_k, out_r, args, dtype, guard=GuardMode.EQ_NULL):
     """``before`` is a :func:`_snapshot` taken before the run."""
     # every output element written (poison gone) and close to the reference
     assert not torch.isnan(out_k).any(), "kernel left poisoned (unwritten) output elements"
@@ -230,8 +230,8 @@ def test_matches_reference(case: Case, dtype):
     before = _snapshot(pool)
     out_k, out_r = _run_both(pool, twin, args)
     _check(pool, twin, before, out_k, out_r, args, dtype)
-    for b in _null_rows(args):  # a padded row's output is zeros
-        assert torch.count_nonzero(_row_out(out_k, args, b)) == 0
+    for b in _null_rows(args):  # a padded row's output is its input (upstream: in place over x)
+        assert torch.equal(_row_out(out_k, args, b), _row_out(args["x"], args, b))
     if args["conv_state_indices"] is None:  # a dense batch: row 0 owns slot 0 like any other
         assert not torch.equal(_bits(pool[0]), _bits(before[0]))
         assert torch.count_nonzero(_row_out(out_k, args, 0)) > 0
@@ -411,60 +411,72 @@ def test_fixed_guard_leaves_null_block_alone():
     _check(pool, twin, before, out_k, out_r, args, torch.float32)
 
 
-def test_guard_lt_zero_reads_and_writes_null_block():
+def test_guard_lt_zero_leaves_the_conv_alone():
+    """#39064 changed only the FLA kernels: the conv returns on == null_block_id since #35431,
+    so under ``guard-lt-zero`` its padded row still leaves the null block alone."""
     pool, twin, args = _guard_case(22)
     before = _snapshot(pool)
     bugs = BugConfig.with_bugs("guard-lt-zero")
-    out_k, out_r = _run_both(pool, twin, args, bugs=bugs, guard=GuardMode.NEGATIVE)
-    assert not torch.equal(_bits(pool[0]), _bits(before[0])), "the padded row should have written slot 0"
+    out_k, out_r = _run_both(pool, twin, args, bugs=bugs)
+    assert torch.equal(_bits(pool[0]), _bits(before[0])), "the conv must not touch the null block"
     (b,) = _null_rows(args)
-    assert torch.count_nonzero(out_k[b]) > 0, "the padded row computed from the null block"
-    _check(pool, twin, before, out_k, out_r, args, torch.float32, guard=GuardMode.NEGATIVE)
+    assert torch.equal(out_k[b], args["x"][b])  # its input: what the GDN layer after it sees
+    _check(pool, twin, before, out_k, out_r, args, torch.float32)
+
+
+def test_negative_rule_reads_and_writes_null_block_in_the_reference():
+    """GuardMode.NEGATIVE (the FLA kernels' pre-#39064 rule) as the reference models it."""
+    pool, twin, args = _guard_case(22)
+    before = _snapshot(twin)
+    out_r = causal_conv1d_update_ref(conv_state=twin, guard=GuardMode.NEGATIVE, **args)
+    assert not torch.equal(_bits(twin[0]), _bits(before[0]))
+    (b,) = _null_rows(args)
+    assert torch.count_nonzero(out_r[b]) > 0
 
 
 def test_guard_follows_active_bug_config():
     pool, twin, args = _guard_case(23)
     before = _snapshot(pool)
-    with use(BugConfig.with_bugs("guard-lt-zero")):
+    with use(BugConfig.with_bugs("pad-minus-one")):
         out_k = causal_conv1d_update(conv_state=pool, **args)  # bugs=None: the active config
-    out_r = causal_conv1d_update_ref(conv_state=twin, guard=GuardMode.NEGATIVE, **args)
+    out_r = causal_conv1d_update_ref(conv_state=twin, guard=GuardMode.NONE, **args)
     assert not torch.equal(_bits(pool[0]), _bits(before[0]))
     assert torch.equal(_bits(pool._base), _bits(twin._base))
     torch.testing.assert_close(out_k, out_r, rtol=3e-4, atol=1e-3)
+    pool, twin, args = _guard_case(23)
+    before = _snapshot(pool)
+    causal_conv1d_update(conv_state=pool, **args)  # default: fixed
+    assert torch.equal(_bits(pool[0]), _bits(before[0]))
 
 
-def test_guard_lt_zero_several_padded_rows_race_on_slot0():
+def test_trusting_consumer_several_padded_rows_race_on_slot0():
     case = Case(dim=9, width=4, batch=6, num_null=3)
     pool, twin, args = _build(case, torch.float32, seed=24)
     before = _snapshot(pool)
-    causal_conv1d_update(conv_state=pool, bugs=BugConfig.with_bugs("guard-lt-zero"), **args)
+    causal_conv1d_update(conv_state=pool, bugs=BugConfig.with_bugs("pad-minus-one"), **args)
     assert not torch.equal(_bits(pool[0]), _bits(before[0]))
-    owned = _live_slots(args["conv_state_indices"], case.batch, GuardMode.NEGATIVE)  # includes slot 0
+    owned = _live_slots(args["conv_state_indices"], case.batch, GuardMode.NONE)  # includes slot 0
     assert_untouched(_dense(before), _dense(pool), owned)
 
 
 @pytest.mark.cpu_only(reason="the sanitizer checks the interpreter; on a GPU a -1 is a real wild access")
-def test_pad_minus_one_is_an_illegal_memory_access():
+@pytest.mark.parametrize("bugs", [BugConfig.with_bugs("pad-minus-one"), BugConfig()], ids=["pad-minus-one", "fixed"])
+def test_minus_one_is_an_illegal_memory_access(bugs):
+    """A -1 reaching the conv: the trusting consumer of the #35431 world, and the conv's own
+    fixed guard too (v0.33 returns only on == null_block_id), exactly as upstream would fault."""
     pool, twin, args = _guard_case(25)
     idx = args["conv_state_indices"].clone()
     idx[idx == 0] = -1  # the pad-minus-one world: padded rows carry PAD_SLOT_ID
     args["conv_state_indices"] = idx
-    bugs = BugConfig.with_bugs("pad-minus-one")
-    assert bugs.kernel_guard == GuardMode.NONE
     with pytest.raises(sanitizer.IllegalMemoryAccess) as info:
         causal_conv1d_update(conv_state=pool, bugs=bugs, **args)
     err = info.value
     assert err.kernel == "causal_conv1d_update"
     assert err.slot == -1 and err.arg in ("state", "state_ptr")
     assert err.row == int((idx == -1).nonzero()[0, 0])
-    # the reference models the same world: an index outside the pool is an error
+    # the reference models the same: an index outside the pool is an error
     with pytest.raises(IndexError, match="outside the pool"):
-        causal_conv1d_update_ref(conv_state=twin, guard=GuardMode.NONE, **args)
-    # the fixed guard skips -1 as well (<= null_block_id)
-    pool2, twin2, _ = _guard_case(25)
-    before = _snapshot(pool2)
-    out_k, out_r = _run_both(pool2, twin2, args)
-    _check(pool2, twin2, before, out_k, out_r, args, torch.float32)
+        causal_conv1d_update_ref(conv_state=twin, bugs=bugs, **args)
 
 
 def test_pad_minus_one_treats_zero_as_a_real_slot():
@@ -531,17 +543,19 @@ def test_decode_kernel_several_rows_per_program(case, rows, monkeypatch):
     out_k, out_r = _run_both(pool, twin, args)
     _check(pool, twin, before, out_k, out_r, args, torch.float32)
     for b in _null_rows(args):
-        assert torch.count_nonzero(_row_out(out_k, args, b)) == 0
+        assert torch.equal(_row_out(out_k, args, b), _row_out(args["x"], args, b))
 
 
-@pytest.mark.parametrize("guard_bug,guard", [("guard-lt-zero", GuardMode.NEGATIVE), ("pad-minus-one", GuardMode.NONE)])
-def test_decode_kernel_several_rows_follows_the_guard(guard_bug, guard, monkeypatch):
-    """Pre-fix guards with several requests per program: index 0 is a real slot (one padded row)."""
+@pytest.mark.parametrize("guard_bug,guard,dirty", [("guard-lt-zero", GuardMode.EQ_NULL, False),
+                                                   ("pad-minus-one", GuardMode.NONE, True)])
+def test_decode_kernel_several_rows_follows_the_guard(guard_bug, guard, dirty, monkeypatch):
+    """Pre-fix switches with several requests per program: under pad-minus-one index 0 is a real
+    slot (one padded row); guard-lt-zero leaves the conv's own guard alone (#39064 is FLA-only)."""
     monkeypatch.setattr(conv_mod, "decode_launch_config", lambda dim, batch, dtype, device: (8, 1, 4))
     pool, twin, args = _guard_case(27)
     before = _snapshot(pool)
     out_k, out_r = _run_both(pool, twin, args, bugs=BugConfig.with_bugs(guard_bug), guard=guard)
-    assert not torch.equal(_bits(pool[0]), _bits(before[0]))
+    assert torch.equal(_bits(pool[0]), _bits(before[0])) is not dirty
     _check(pool, twin, before, out_k, out_r, args, torch.float32, guard=guard)
 
 

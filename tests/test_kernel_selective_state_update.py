@@ -146,7 +146,7 @@ def same_layout_copy(state: torch.Tensor) -> torch.Tensor:
     return new_base.as_strided(state.shape, state.stride(), state.storage_offset())
 
 
-def run_both(case: Case, *, guard=GuardMode.NULL, bugs=None, **extra):
+def run_both(case: Case, *, guard=GuardMode.EQ_NULL, bugs=None, **extra):
     """Kernel and reference on clones of the state, each into a NaN-poisoned ``out``."""
     s_kernel = same_layout_copy(case.state)
     s_ref = same_layout_copy(case.state)
@@ -281,18 +281,38 @@ def test_launch_rule_for_real_shapes(monkeypatch):
         monkeypatch.setattr(ssu, "INTERPRET", False)
         monkeypatch.setattr(ssu, "_sm_count", lambda index: 132)
         dev = torch.device("cuda", 0)
-    sms = ssu._sm_count(0)
     big_fp32 = choose_launch_config(128, 64, 128, 64, torch.float32, dev)
     big_bf16 = choose_launch_config(128, 64, 128, 256, torch.bfloat16, dev)
-    assert big_fp32 == LaunchConfig(8, 1)  # measured best on an H200: small tiles, one warp
-    assert big_bf16 == LaunchConfig(8, 1)
-    small = choose_launch_config(80, 64, 128, 1, torch.float32, dev)
-    assert small.block_m < big_fp32.block_m and small.block_m >= 4  # batch 1: more, smaller tiles
-    assert small.num_warps == 1
-    if sms >= 100:
-        assert small == LaunchConfig(4, 1)
+    # measured on an H200 against vLLM 0.33 (docs/benchmarks.md): one warp, 16-row tiles from batch 16
+    assert big_fp32 == LaunchConfig(16, 1)
+    assert big_bf16 == LaunchConfig(16, 1)
+    small = choose_launch_config(128, 64, 128, 8, torch.float32, dev)
+    assert small == LaunchConfig(4, 1)  # fp32 at batch <= 8: the most programs (latency-bound)
+    assert choose_launch_config(128, 64, 128, 8, torch.bfloat16, dev) == LaunchConfig(16, 1)
+    # speculative decoding / varlen (several tokens a request), and A / dt per element
+    assert choose_launch_config(128, 64, 128, 64, torch.float32, dev, multi_token=True) == LaunchConfig(8, 1)
+    assert choose_launch_config(128, 64, 128, 64, torch.bfloat16, dev, multi_token=True) == LaunchConfig(16, 1)
+    assert choose_launch_config(128, 64, 128, 64, torch.float32, dev, tied=False).block_m == ssu.UNTIED_BLOCK_M[4]
+    # never taller than the (padded) head dim
+    assert choose_launch_config(8, 8, 16, 64, torch.bfloat16, dev).block_m == 8
     with launch_config_override(LaunchConfig(2, 1)):
         assert choose_launch_config(128, 64, 128, 64, torch.float32, dev) == LaunchConfig(2, 1)
+
+
+def test_pdl_only_on_a_hopper_gpu(monkeypatch):
+    """Programmatic dependent launch is never asked for on the interpreter or a CPU tensor, and
+    MAMBALAB_PDL=0 turns it off on a GPU."""
+    import mambalab.kernels.mamba_ssm as ssu
+
+    assert ssu.use_pdl(torch.device("cpu")) is False
+    monkeypatch.setattr(ssu, "INTERPRET", False)
+    monkeypatch.setattr(ssu, "_capability", lambda index: 90)
+    assert ssu.use_pdl(torch.device("cuda", 0)) is True
+    monkeypatch.setenv("MAMBALAB_PDL", "0")
+    assert ssu.use_pdl(torch.device("cuda", 0)) is False
+    monkeypatch.delenv("MAMBALAB_PDL")
+    monkeypatch.setattr(ssu, "_capability", lambda index: 80)
+    assert ssu.use_pdl(torch.device("cuda", 0)) is False
 
 
 # -- speculative decoding --------------------------------------------------------
@@ -431,31 +451,55 @@ def _padded_batch(seed: int, pad: list[int], dtypes=(torch.float32, torch.float3
 
 
 @pytest.mark.parametrize("dtypes", DTYPES)
-def test_fixed_guard_skips_null_and_negative(dtypes):
-    case, idx, live = _padded_batch(31, [0, -1], dtypes)
+def test_fixed_guard_skips_the_null_block(dtypes):
+    """v0.33's SSU masks ``!= null_block_id``: a null-block row is skipped (zeros out)."""
+    case, idx, live = _padded_batch(31, [0, 0], dtypes)
     s_k, o_k, s_r, o_r = run_both(case, bugs=BugConfig.fixed(), state_batch_indices=idx)
     assert_untouched(case.state, s_k, live)  # slot 0 bit-identical
     assert torch.equal(o_k[2:], torch.zeros_like(o_k[2:]))
     assert_close(o_k, o_r, "ssu", o_k.dtype, "out")
 
 
-def test_guard_lt_zero_dirties_the_null_block():
-    """#39064 pre-fix: index 0 is a normal slot, so a padded row loads and stores block 0."""
-    case, idx, live = _padded_batch(41, [0, -1])
+@cpu_only
+def test_fixed_guard_does_not_skip_a_negative_index():
+    """The SSU's own guard is equality with the null block (as vLLM 0.33): a -1 that reaches
+    it is used, i.e. an illegal access, exactly as upstream would fault. (Before, the lab's
+    SSU skipped every index <= 0, which is the FLA kernels' guard, not the SSU's.)"""
+    case, idx, live = _padded_batch(31, [0, -1])
+    with pytest.raises(sanitizer.IllegalMemoryAccess) as err:
+        selective_state_update(case.state.clone(), bugs=BugConfig.fixed(), state_batch_indices=idx,
+                               **case.kwargs)
+    assert err.value.row == 3 and err.value.slot == -1
+    with pytest.raises(IndexError):
+        selective_state_update_ref(case.state.clone(), state_batch_indices=idx, **case.kwargs)
+
+
+def test_guard_lt_zero_leaves_the_ssu_alone():
+    """#39064 changed only the FLA kernels: under ``guard-lt-zero`` the SSU still skips the
+    null block (it compares with null_block_id since #35431)."""
+    case, idx, live = _padded_batch(41, [0, 0])
     bugs = BugConfig.with_bugs("guard-lt-zero")
-    s_k, o_k, s_r, o_r = run_both(case, bugs=bugs, guard=GuardMode.NEGATIVE, state_batch_indices=idx)
-    assert not torch.equal(s_k[0], case.state[0]), "the padded row must have written the null block"
-    assert_untouched(case.state, s_k, live | {0})
+    s_k, o_k, s_r, o_r = run_both(case, bugs=bugs, state_batch_indices=idx)
+    assert torch.equal(s_k[0], case.state[0]), "the SSU must not touch the null block"
+    assert_untouched(case.state, s_k, live)
     assert_close(o_k, o_r, "ssu", torch.float32, "out")
-    assert_close(s_k, s_r, "ssu", torch.float32, "state")
-    assert not torch.equal(o_k[2], torch.zeros_like(o_k[2]))  # the 0 row computed an output
-    assert torch.equal(o_k[3], torch.zeros_like(o_k[3]))  # -1 is still skipped
+    assert torch.equal(o_k[2:], torch.zeros_like(o_k[2:]))
+
+
+def test_negative_mode_loads_and_stores_the_null_block_in_the_reference():
+    """GuardMode.NEGATIVE (the FLA kernels' pre-#39064 rule) as the reference models it."""
+    case, idx, live = _padded_batch(41, [0, -1])
+    s_r = case.state.clone()
+    o_r = selective_state_update_ref(s_r, state_batch_indices=idx, guard=GuardMode.NEGATIVE, **case.kwargs)
+    assert not torch.equal(s_r[0], case.state[0])
+    assert not torch.equal(o_r[2], torch.zeros_like(o_r[2]))  # the 0 row computed an output
+    assert torch.equal(o_r[3], torch.zeros_like(o_r[3]))  # -1 is skipped by that rule
 
 
 def test_guard_follows_the_active_config():
     case, idx, live = _padded_batch(43, [0])
     state = case.state.clone()
-    with use(BugConfig.with_bugs("guard-lt-zero")):
+    with use(BugConfig.with_bugs("pad-minus-one")):  # the trusting consumer: 0 is a slot
         selective_state_update(state, state_batch_indices=idx, **case.kwargs)
     assert not torch.equal(state[0], case.state[0])
     state = case.state.clone()
@@ -463,26 +507,28 @@ def test_guard_follows_the_active_config():
     assert torch.equal(state[0], case.state[0])
 
 
-def test_guard_lt_zero_spec_null_column_is_stored():
-    """Pre-fix, a null store column writes block 0; fixed, it is skipped."""
+def test_null_store_column_is_skipped_by_the_ssu():
+    """A null store column is skipped, with or without ``guard-lt-zero`` (the SSU's guard)."""
     case = make_case(45, rows=2, tokens=4, dim=8, dstate=8, slots=10)
     idx = random_slot_indices(2, 10, columns=2, generator=gen(46))
     idx[0, 1] = 0
     kw = dict(state_batch_indices=idx.to(DEVICE),
               cu_seqlens=torch.tensor([0, 2, 4], dtype=torch.int32, device=DEVICE))
-    s_k, o_k, s_r, o_r = run_both(case, bugs=BugConfig.with_bugs("guard-lt-zero"),
-                                  guard=GuardMode.NEGATIVE, **kw)
-    assert not torch.equal(s_k[0], case.state[0])
-    assert_close(s_k, s_r, "ssu", torch.float32, "state")
-    s_k, o_k, s_r, o_r = run_both(case, **kw)
-    assert torch.equal(s_k[0], case.state[0])
-    assert_close(s_k, s_r, "ssu", torch.float32, "state")
+    for bugs in (BugConfig.with_bugs("guard-lt-zero"), None):
+        s_k, o_k, s_r, o_r = run_both(case, bugs=bugs, **kw)
+        assert torch.equal(s_k[0], case.state[0])
+        assert_close(s_k, s_r, "ssu", torch.float32, "state")
+    s_r = case.state.clone()  # the NEGATIVE rule would have stored it
+    selective_state_update_ref(s_r, guard=GuardMode.NEGATIVE, **kw, **case.kwargs)
+    assert not torch.equal(s_r[0], case.state[0])
 
 
 @cpu_only
 @pytest.mark.parametrize("where", ["load", "store"])
-def test_pad_minus_one_is_an_illegal_access(where):
-    """#35431 world: a consumer that trusts every index computes state_ptr + (-1) * stride."""
+@pytest.mark.parametrize("bugs", [BugConfig.with_bugs("pad-minus-one"), BugConfig()], ids=["pad-minus-one", "fixed"])
+def test_minus_one_is_an_illegal_access(where, bugs):
+    """A -1 reaching the SSU computes state_ptr + (-1) * stride: under the trusting consumer
+    of the #35431 world, and under the SSU's own fixed guard (v0.33 masks only != 0)."""
     case = make_case(51, rows=3, tokens=3, dim=8, dstate=8, slots=6)
     # The pool starts one slot into a bigger buffer, so even an unguarded -1
     # stays inside memory this test owns; the sanitizer guards the view's edges.
@@ -498,7 +544,6 @@ def test_pad_minus_one_is_an_illegal_access(where):
         dst = torch.tensor([[2], [3], [-1]], dtype=torch.int32)
         kw = dict(state_batch_indices=idx, dst_state_batch_indices=dst)
         bad_row = 2
-    bugs = BugConfig.with_bugs("pad-minus-one")
     with pytest.raises(sanitizer.IllegalMemoryAccess) as err:
         selective_state_update(pool, bugs=bugs, **kw, **case.kwargs)
     assert KERNEL_NAME in str(err.value)
@@ -507,11 +552,8 @@ def test_pad_minus_one_is_an_illegal_access(where):
     assert err.value.slot == -1
     # The reference refuses the same index instead of wrapping it to the last slot.
     with pytest.raises(IndexError):
-        selective_state_update_ref(case.state.clone(), guard=GuardMode.NONE, **kw, **case.kwargs)
-    # Fixed, the same batch is fine: -1 is below the null block and skipped.
-    state = case.state.clone()
-    selective_state_update(state, **kw, **case.kwargs)
-    assert_untouched(case.state, state, {2, 3, 4})
+        selective_state_update_ref(case.state.clone(), guard=bugs.kernel_guard_for("mamba"), **kw,
+                                   **case.kwargs)
 
 
 # -- argument checks ---------------------------------------------------------------

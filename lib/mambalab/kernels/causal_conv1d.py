@@ -57,9 +57,10 @@ columns), ready for the next step to pick its own offset::
 
 ``num_accepted`` counts the bonus token, so it is at least 1; a 0 (or less)
 is read as 1: ``off = max(num_accepted - 1, 0)``, the clamp the SSU decode
-kernel applies, which keeps this kernel out of the later bug family
-#48475 / #50021 / #51508 ("num_accepted == 0: column -1 reads the
-neighbouring slot"). A value
+kernel applies. (Ours: upstream's conv takes ``num_accepted - 1`` unbounded,
+but here it is a token offset inside the request's own slot, not a column of
+an index tensor, so a 0 never names another request's slot; the
+``zero-accepted`` bug, #48475, is the GDN kernels' column load.) A value
 above ``state_len - W + 2`` would read past the slot: the caller's contract,
 not checked (it is an index value).
 
@@ -76,15 +77,21 @@ Row ``b`` uses slot ``conv_state_indices[b]`` (column 0 of a 2-D
 ``(batch, k)`` table, as upstream). Without indices the pool is a dense batch:
 row ``b`` owns slot ``b`` (row 0 included) and nothing is skipped. Indices are
 filtered by a guard, a ``tl.constexpr`` from
-:func:`mambalab.kernels.common.guard_for`:
+:func:`mambalab.kernels.common.guard_for` for this kernel's family
+(:class:`~mambalab.lab.bugs.KernelFamily` MAMBA):
 
-* fixed (``GuardMode.NULL``): an index ``<= null_block_id`` (the null block
-  0, or a negative) is padding. The program returns before touching state,
-  after writing zeros: **a padded row's output is zeros** (upstream leaves it
-  undefined; zeros keep ``out`` fully defined).
-* ``guard-lt-zero`` pre-fix (``GuardMode.NEGATIVE``): only negatives are
-  skipped, so a padded row (index 0) reads and writes the null block;
-  several padded rows race on it and block 0 stops being zeros.
+* fixed (``GuardMode.EQ_NULL``, as vLLM 0.33, which returns on
+  ``== null_block_id``): the null block is padding. The program returns before
+  touching state, after copying its input: **a padded row's output is its
+  input**, as upstream, whose kernel works in place over ``x`` and returns
+  before writing (the gated-delta-net layer after it then sees the padded
+  token's projection, not zeros: what lets a pre-#39064 GDN kernel dirty the
+  null block). A negative
+  index is *not* skipped: it reaches the address arithmetic, as upstream.
+* ``GuardMode.NEGATIVE`` (only negatives skipped, index 0 reads and writes the
+  null block) is the FLA kernels' pre-#39064 guard; ``guard-lt-zero`` does not
+  change this kernel (it compares with the null block since #35431). The
+  kernel still honours the mode when launched with it.
 * ``pad-minus-one`` world (``GuardMode.NONE``): every index is trusted, so a
   ``-1`` reaches the address arithmetic: ``state - stride(0)``. Under the
   interpreter :mod:`mambalab.lab.sanitizer` reports it as
@@ -104,7 +111,7 @@ column one coalesced 16-byte-per-lane load), loads the ``W`` taps alongside
 (``evict_last``: every row reads the same weights), computes each token's
 window from registers, stores the outputs and only then, after a barrier
 (the update is in place), stores the shifted tile back into the slot. A
-padded row costs one small store of zeros. ``BLOCK_N`` and ``num_warps`` come
+padded row costs one small copy of its input. ``BLOCK_N`` and ``num_warps`` come
 from a rule (:func:`launch_config`), never from autotuning, which would re-run
 the kernel on live state: one warp, 256 bytes of each state column per
 program (measured fastest on an H200; see docs/benchmarks.md).
@@ -131,7 +138,7 @@ from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import DEVICE
 from mambalab.kernels.causal_conv1d_ref import parse_activation
-from mambalab.kernels.common import clamp_for, guard_for, is_live_slot
+from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _INDEX_DTYPES = (torch.int32, torch.int64)
@@ -215,7 +222,7 @@ def _causal_conv1d_update_kernel(
     IS_VARLEN: tl.constexpr,
     SILU: tl.constexpr,
     GUARD: tl.constexpr,
-    CLAMP_ACCEPTED: tl.constexpr,  # bound num_accepted - 1 (fixed #48475)
+    CLAMP_ACCEPTED: tl.constexpr,  # always True: the offset is clamped (module doc)
     BLOCK_N: tl.constexpr,
 ):
     HIST = WIDTH - 1  # history length (a constexpr)
@@ -239,11 +246,11 @@ def _causal_conv1d_update_kernel(
         slot = tl.load(idx_ptr + row * stride_idx_row).to(tl.int64)
         live = is_live_slot(slot, null_block_id, GUARD)
         if live == 0:
-            # Padding: a defined (zero) output, no state traffic at all.
-            zeros = tl.zeros((BLOCK_N,), dtype=tl.float32)
+            # Padding: no state traffic; the output is the input (upstream: in place over x).
             t = tl.zeros([], dtype=tl.int32)
             while t < seqlen:  # not range(): Triton 3.6's interpreter under NumPy 2.4
-                tl.store(out_row + t * stride_out_tok, zeros.to(out_ptr.dtype.element_ty), mask=chan_ok)
+                x_in = tl.load(x_row + t * stride_x_tok, mask=chan_ok, other=0.0)
+                tl.store(out_row + t * stride_out_tok, x_in.to(out_ptr.dtype.element_ty), mask=chan_ok)
                 t += 1
             return
     else:
@@ -254,7 +261,7 @@ def _causal_conv1d_update_kernel(
     # -- where the history starts, how far the state shifts ----------------
     if IS_SPEC:
         accepted = tl.load(accepted_ptr + row * stride_accepted).to(tl.int64)
-        if CLAMP_ACCEPTED:  # #48475: a count of 0 must not read column -1
+        if CLAMP_ACCEPTED:  # a count of 0 reads as 1 (ours; module doc)
             off = tl.maximum(accepted - 1, 0)
         else:
             off = accepted - 1
@@ -353,8 +360,8 @@ def _causal_conv1d_decode_kernel(
     for bandwidth: each history column of ``ROWS`` requests is one
     ``[ROWS, BLOCK_N]`` load, all issued before any arithmetic, and the taps
     are loaded once for all the rows. A padded row (the guard) loads and
-    stores no state and gets zeros; a program of padded rows only touches
-    its index loads and its zero outputs.
+    stores no state and gets its input as output; a program of padded rows only
+    touches its index loads and that copy.
     """
     HIST: tl.constexpr = WIDTH - 1
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -381,8 +388,8 @@ def _causal_conv1d_decode_kernel(
         h2 = tl.load(col0 + 2 * stride_state_pos, mask=st_mask, other=0.0, eviction_policy="evict_first")
     else:
         h2 = h0
-    xv = tl.load(x_ptr + rows[:, None] * stride_x_row + chans[None, :] * stride_x_dim, mask=io_mask, other=0.0)
-    xv = xv.to(state_ptr.dtype.element_ty)  # what the state will keep
+    x_in = tl.load(x_ptr + rows[:, None] * stride_x_row + chans[None, :] * stride_x_dim, mask=io_mask, other=0.0)
+    xv = x_in.to(state_ptr.dtype.element_ty)  # what the state will keep
     w_row = w_ptr + chans * stride_w_dim
     w0 = tl.load(w_row, mask=chan_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
     w1 = tl.load(w_row + stride_w_tap, mask=chan_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
@@ -406,7 +413,7 @@ def _causal_conv1d_decode_kernel(
             acc = acc + w3.to(tl.float32)[None, :] * xv.to(tl.float32)
     if SILU:
         acc = acc / (1.0 + tl.exp(-acc))
-    acc = tl.where(live[:, None], acc, 0.0)  # a padded row's output is zeros
+    acc = tl.where(live[:, None], acc, x_in.to(tl.float32))  # a padded row's output is its input
     tl.store(out_ptr + rows[:, None] * stride_out_row + chans[None, :] * stride_out_dim,
              acc.to(out_ptr.dtype.element_ty), mask=io_mask)
 
@@ -436,9 +443,15 @@ def launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch.device
     50% bf16 at batch 512, against 68% / 40% for 4 warps x 16 bytes a lane).
     """
     itemsize = dtype.itemsize
-    block_n = max(32, min(256 // itemsize, triton.next_power_of_2(dim)))
-    num_warps = 1
+    block_n = max(32, min(GENERAL_COLUMN_BYTES // itemsize, triton.next_power_of_2(dim)))
+    num_warps = GENERAL_WARPS if device.type == "cuda" else 1
     return block_n, num_warps
+
+
+# The general kernel's rule (speculative decoding, varlen, several tokens): bytes of each state column
+# per program and warps per program (scripts/tune_launch.py --conv-general).
+GENERAL_COLUMN_BYTES = 256
+GENERAL_WARPS = 1
 
 
 # The decode kernel's rule (see decode_launch_config): bytes of each state
@@ -519,7 +532,7 @@ def causal_conv1d_update(
             only its state-index guard matters here.
 
     Returns:
-        ``out``: same shape as ``x``; a padded row's output is zeros.
+        ``out``: same shape as ``x``; a padded row's output is its input.
     """
     silu = parse_activation(activation)
     # ---- x and the row structure --------------------------------------
@@ -671,7 +684,7 @@ def causal_conv1d_update(
             HAS_BIAS=bias is not None,
             HAS_INDICES=conv_state_indices is not None,
             SILU=silu,
-            GUARD=guard_for(bugs),
+            GUARD=guard_for(bugs, KernelFamily.MAMBA),
             ROWS=rows,
             BLOCK_N=block_n,
             num_warps=num_warps,
@@ -717,8 +730,8 @@ def causal_conv1d_update(
         IS_SPEC=is_spec,
         IS_VARLEN=is_varlen,
         SILU=silu,
-        GUARD=guard_for(bugs),
-        CLAMP_ACCEPTED=clamp_for(bugs),
+        GUARD=guard_for(bugs, KernelFamily.MAMBA),
+        CLAMP_ACCEPTED=True,
         BLOCK_N=block_n,
         num_warps=num_warps,
     )

@@ -2,8 +2,9 @@
 
 Clear, not fast: one Python loop over rows and one over tokens, every step
 spelled out. It works on a conv-state pool of any layout (it only indexes
-``conv_state[slot, :, position]``), models the three state-index guards of
-:class:`mambalab.lab.bugs.GuardMode`, and never imports Triton, so it runs
+``conv_state[slot, :, position]``), models the state-index guards of
+:class:`mambalab.lab.bugs.GuardMode` (its own fixed one being EQ_NULL: skip only
+``== null_block_id``, as upstream's conv returns on), and never imports Triton, so it runs
 anywhere and is the yardstick the kernel's tests compare against.
 
 The semantics (and the speculative-decoding convention) are documented once,
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from mambalab.lab.bugs import BugConfig, GuardMode
+from mambalab.lab.bugs import BugConfig, GuardMode, KernelFamily
 from mambalab.constants import NULL_BLOCK_ID
 
 
@@ -55,18 +56,20 @@ def causal_conv1d_update_ref(
     null_block_id: int = NULL_BLOCK_ID,
     out: torch.Tensor | None = None,
     *,
-    guard: GuardMode = GuardMode.NULL,
+    guard: GuardMode = GuardMode.EQ_NULL,
     bugs: BugConfig | None = None,
 ) -> torch.Tensor:
     """Decode-time causal depthwise conv update, in plain torch.
 
     Same arguments as the kernel's wrapper. ``guard`` picks which state
-    indices are skipped (default: the fixed rule, skip ``<= null_block_id``);
-    ``bugs``, when given, overrides it with ``bugs.kernel_guard``. Unlike the
+    indices are skipped (default: the conv's fixed rule, skip ``== null_block_id``
+    only, as vLLM 0.33); ``bugs``, when given, overrides it with
+    ``bugs.kernel_guard_for(KernelFamily.MAMBA)``. Unlike the
     kernel, the reference does not consult the active bug configuration: it
     models exactly the guard it is told.
 
-    A skipped row's output is zeros and its state is neither read nor
+    A skipped row's output is its input (upstream works in place over ``x``
+    and returns before writing) and its state is neither read nor
     written. Without ``conv_state_indices`` row ``b`` owns slot ``b`` and no
     row is skipped (there is no index to guard). With ``GuardMode.NONE`` an index outside ``[0, num_slots)``
     raises ``IndexError`` (on a GPU it would be an illegal memory access;
@@ -77,7 +80,7 @@ def causal_conv1d_update_ref(
     """
     silu = parse_activation(activation)
     if bugs is not None:
-        guard = bugs.kernel_guard
+        guard = bugs.kernel_guard_for(KernelFamily.MAMBA)
     guard = GuardMode(guard)
 
     num_slots, dim, state_len = conv_state.shape
@@ -117,7 +120,7 @@ def causal_conv1d_update_ref(
         x_b = x_rows[b]
         seqlen = x_b.shape[0]
         if not GuardMode(guard).is_live(slot, null_block_id):
-            out_rows[b].zero_()  # a padded row's output is zeros; its state is untouched
+            out_rows[b].copy_(x_b)  # a padded row's output is its input; its state is untouched
             continue
         if not 0 <= slot < num_slots:
             raise IndexError(

@@ -39,7 +39,15 @@ Launch design
 * Everything accumulates in float32; only stores round to the state dtype.
 
 Guards: :func:`mambalab.kernels.common.is_live_slot` with the ``GUARD``
-constexpr from :func:`mambalab.kernels.common.guard_for` (the bug switch).
+constexpr from :func:`mambalab.kernels.common.guard_for` for the FLA family
+(the ``<= 0`` / ``> 0`` of #39064, as in vLLM 0.33).
+
+Spec decode column (``zero-accepted``, #48475 / #50021, both open): upstream's
+FLA kernels load column ``num_accepted - 1`` unbounded in every release up to
+0.33 (``BOUND_ACCEPTED`` off): a 0 reads column -1, the previous row's last
+column (row 0: before the tensor). Fixed here as #50021 proposes: the load is
+masked to ``0 <= col < C`` and an out-of-row column reads as the null block,
+so the guard skips the row (it is not clamped to column 0).
 """
 
 from __future__ import annotations
@@ -55,7 +63,7 @@ import triton.language as tl
 from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
-from mambalab.kernels.common import clamp_for, guard_for, is_live_slot
+from mambalab.kernels.common import KernelFamily, bound_accepted_for, guard_for, is_live_slot
 from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
 
 KERNEL_NAME = "fused_recurrent_gated_delta_rule"
@@ -104,7 +112,7 @@ def _gdn_decode_kernel(
     IS_VARLEN: tl.constexpr,
     INDEXED: tl.constexpr,  # 0: none, 1: (N,), 2: (N, C), one slot per token
     IS_SPEC: tl.constexpr,  # num_accepted_tokens given (only with INDEXED == 2)
-    CLAMP_ACCEPTED: tl.constexpr,  # bound num_accepted - 1 to the columns (fixed #48475)
+    BOUND_ACCEPTED: tl.constexpr,  # mask the column load to 0 <= col < C (fixed: #50021's bound)
     HAS_BETA: tl.constexpr,
     USE_L2NORM: tl.constexpr,
     SIGMOID_GATING: tl.constexpr,  # g <- -exp(A_log) softplus(g + dt_bias), beta <- sigmoid(beta)
@@ -146,11 +154,13 @@ def _gdn_decode_kernel(
     else:
         if IS_SPEC:
             col = tl.load(num_accepted_tokens + i_n).to(tl.int64) - 1
-            if CLAMP_ACCEPTED:  # #48475: a count of 0 must not read column -1
-                col = tl.minimum(tl.maximum(col, 0), num_cols - 1)
         else:
             col = 0
-        slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c).to(tl.int64)
+        if BOUND_ACCEPTED:  # #50021: an out-of-row column reads the null block (0): row skipped
+            in_row = (col >= 0) & (col < num_cols)
+            slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c, mask=in_row, other=0).to(tl.int64)
+        else:  # every release up to 0.33: a count of 0 reads column -1
+            slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c).to(tl.int64)
         live = is_live_slot(slot, null_block_id, GUARD)
 
     if not live:
@@ -310,8 +320,16 @@ def _cuda_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
+# Several tokens a request (speculative decoding): rows of the state per program, by element size,
+# one piece (no split). Measured on an H200 against vLLM 0.33 (scripts/tune_launch.py --wide, T = 2
+# and 4, batch 8 / 64 / 256; docs/benchmarks.md): bf16 16 rows 57-79% of copy (32 rows in halves:
+# 48-70%, vLLM 56-74%); fp32 4 rows 71-90% (8 rows: 63-91%, vLLM 56-88%).
+MULTI_TOKEN_BV = {4: 4, 2: 16}
+
+
 def launch_config(
-    K: int, V: int, HV: int, N: int, state_element_size: int, num_sms: int = 132
+    K: int, V: int, HV: int, N: int, state_element_size: int, num_sms: int = 132,
+    multi_token: bool = False,
 ) -> tuple[int, int, int]:
     """``(BK, BV, num_warps)`` for a launch, by rule (never autotuned).
 
@@ -331,6 +349,8 @@ def launch_config(
     """
     BK = triton.next_power_of_2(K)
     bv_cap = triton.next_power_of_2(V)
+    if multi_token and state_element_size in MULTI_TOKEN_BV:
+        return BK, min(bv_cap, MULTI_TOKEN_BV[state_element_size]), _NUM_WARPS
     nbytes = _STATE_BYTES_BY_ELEMENT_SIZE.get(state_element_size, _STATE_BYTES_PER_PROGRAM)
     rows = max(1, nbytes // (BK * state_element_size))
     BV = min(bv_cap, 1 << (rows.bit_length() - 1))  # largest power of two <= rows
@@ -362,7 +382,7 @@ def _launch(
     B, T, H, HV, K, V, N = shapes.B, shapes.T, shapes.H, shapes.HV, shapes.K, shapes.V, shapes.N
     if bugs is not None and not isinstance(bugs, BugConfig):
         raise TypeError(f"bugs must be a mambalab.BugConfig or None, got {type(bugs).__name__}")
-    guard = guard_for(bugs)
+    guard = guard_for(bugs, KernelFamily.FLA)
     scale = K ** -0.5 if scale is None else float(scale)
 
     o = torch.empty((B, T, HV, V), dtype=v.dtype, device=v.device)
@@ -385,7 +405,12 @@ def _launch(
         indexed, s_idx = 2, tuple(idx.stride())
     num_cols = shapes.index_columns
 
-    BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device))
+    multi_token = B * T > N  # more tokens than requests: speculative decoding (or varlen prefill)
+    if q.device.type == "cuda":
+        BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device),
+                                   multi_token=multi_token)
+    else:
+        BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device))
     if block_v is not None:
         if block_v <= 0 or block_v & (block_v - 1):
             raise ValueError(f"block_v must be a positive power of two, got {block_v}")
@@ -422,8 +447,8 @@ def _launch(
         USE_L2NORM=bool(use_qk_l2norm_in_kernel),
         SIGMOID_GATING=A_log is not None,
         GUARD=guard,
-        CLAMP_ACCEPTED=clamp_for(bugs),
-        SPLIT=split_rows(BV, state_in.element_size()),
+        BOUND_ACCEPTED=bound_accepted_for(bugs),
+        SPLIT=1 if (multi_token and q.device.type == "cuda") else split_rows(BV, state_in.element_size()),
         num_warps=nw,
         num_stages=1,
         name=KERNEL_NAME,
@@ -465,12 +490,13 @@ def fused_recurrent_gated_delta_rule(
         ssm_state_indices: None (sequence n uses row n), ``(N,)`` one slot per
             sequence, or ``(N, C)`` one slot per token (spec decode).
         num_accepted_tokens: ``(N,)``: the initial state is read from column
-            ``num_accepted_tokens[n] - 1``, clamped to ``0..C-1`` (unclamped under
-            the ``zero-accepted`` pre-fix behaviour: a 0 reads column -1).
+            ``num_accepted_tokens[n] - 1``; a column outside ``0..C-1`` skips the
+            row (#50021's bound; unbounded under the ``zero-accepted`` pre-fix
+            behaviour: a 0 reads column -1).
         use_qk_l2norm_in_kernel: L2-normalise q and k per head first.
         null_block_id: the null block (0); which indices are skipped follows
             ``bugs`` (default: the active :class:`BugConfig`): fixed skips
-            ``<= null_block_id``, ``guard-lt-zero`` only ``< 0``,
+            ``<= null_block_id`` (the FLA kernels' guard), ``guard-lt-zero`` only ``< 0``,
             ``pad-minus-one`` nothing.
         block_v, num_warps: override :func:`launch_config` (benchmarking only).
 

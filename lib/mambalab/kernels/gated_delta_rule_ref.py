@@ -234,11 +234,18 @@ def fused_recurrent_gated_delta_rule_ref(
     *,
     null_block_id: int = NULL_BLOCK_ID,
     guard: GuardMode = GuardMode.NULL,
+    bound_accepted: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference for :func:`mambalab.kernels.gated_delta_rule.fused_recurrent_gated_delta_rule`.
 
     Same arguments and results (see the module docstring), plus ``guard``
-    (a :class:`GuardMode`) instead of a bug configuration. Computes in float32,
+    (a :class:`GuardMode`) and ``bound_accepted`` (``BugConfig.bound_accepted``)
+    instead of a bug configuration. ``bound_accepted`` (fixed, #50021's masked
+    load): a column ``num_accepted - 1`` outside the row reads as the null block,
+    so the row is skipped as padding is. Without it (every release up to 0.33) the
+    column is read from the row-major index tensor as the kernel's pointer does:
+    column -1 is the previous row's last column, and row 0's is before the tensor
+    (``IndexError``; the kernel on the interpreter: ``IllegalMemoryAccess``). Computes in float32,
     keeps the running state in float32 between tokens and rounds only what it
     stores, exactly like the kernel. With ``inplace_final_state`` it writes
     into ``initial_state`` and returns it.
@@ -282,10 +289,18 @@ def fused_recurrent_gated_delta_rule_ref(
             load_slot = n
         elif per_token_slots:
             col = int(num_accepted_tokens[n]) - 1 if num_accepted_tokens is not None else 0
-            if not 0 <= col < idx.shape[1]:
-                raise IndexError(f"sequence {n}: num_accepted_tokens - 1 = {col} is not a column "
-                                 f"of ssm_state_indices (C={idx.shape[1]})")
-            load_slot = int(idx[n, col])
+            C = idx.shape[1]
+            if 0 <= col < C:
+                load_slot = int(idx[n, col])
+            elif bound_accepted:
+                load_slot = 0  # #50021: the masked load's other=0, the null block
+            else:
+                # where the kernel's unbounded pointer lands: n * stride(0) + col * stride(1)
+                at = idx.storage_offset() + n * idx.stride(0) + col * idx.stride(1)
+                if not 0 <= at < idx.untyped_storage().nbytes() // idx.element_size():
+                    raise IndexError(f"sequence {n}: num_accepted_tokens - 1 = {col} reads outside "
+                                     f"the storage of ssm_state_indices")
+                load_slot = int(torch.as_strided(idx, (1,), (1,), at)[0])
         else:
             load_slot = int(idx[n])
         if idx is not None and not GuardMode(guard).is_live(load_slot, null_block_id):
@@ -366,6 +381,7 @@ def fused_sigmoid_gating_delta_rule_update_ref(
     *,
     null_block_id: int = NULL_BLOCK_ID,
     guard: GuardMode = GuardMode.NULL,
+    bound_accepted: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference for the fused-gating variant: compute the gates, then the recurrence.
 
@@ -376,7 +392,7 @@ def fused_sigmoid_gating_delta_rule_update_ref(
     return fused_recurrent_gated_delta_rule_ref(
         q, k, v, g, beta_gate, scale, initial_state, inplace_final_state, cu_seqlens,
         ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
-        null_block_id=null_block_id, guard=guard,
+        null_block_id=null_block_id, guard=guard, bound_accepted=bound_accepted,
     )
 
 

@@ -6,22 +6,33 @@ a learner can swap one for the other. The maths, the index rules and the
 guard are described in :mod:`mambalab.kernels.mamba_ssm_ref`,
 the pure-torch reference this kernel is tested against.
 
-What the guard does here (one ``tl.constexpr``, from the bug configuration):
+What the guard does here (one ``tl.constexpr``, from the bug configuration
+and this kernel's family, :class:`~mambalab.lab.bugs.KernelFamily` MAMBA):
 
 ================  ==========================  ===============================
 mode              source index skipped when   a skipped request ...
 ================  ==========================  ===============================
-NULL (fixed)      ``<= null_block_id``        reads nothing, stores nothing,
-                                              output rows are **zeros**
-NEGATIVE (#39064  ``< 0``                     same; but index 0 is a normal
-pre-fix)                                      slot: padded rows load and store
-                                              the null block
+EQ_NULL (fixed,   ``== null_block_id``        reads nothing, stores nothing,
+as vLLM 0.33)                                 output rows are **zeros**; a
+                                              negative index is *not* skipped:
+                                              it reaches address arithmetic
+                                              (upstream masks
+                                              ``!= null_block_id``)
 NONE (#35431      never                       -- a ``-1`` reaches address
 world)                                        arithmetic: on the interpreter
                                               the sanitizer raises
                                               ``IllegalMemoryAccess``, on a
                                               GPU it is an illegal address
 ================  ==========================  ===============================
+
+(``guard-lt-zero``, #39064, changed only the FLA kernels: the SSU compares
+with the null block since #35431 itself. The kernel still honours the other
+modes when launched with them, for the tests and drawings.)
+
+The initial-state column under speculative decoding is
+``max(num_accepted - 1, 0)`` as upstream has always had it (there is no
+pre-fix world: ``zero-accepted`` is about the GDN kernels); the upper bound
+``min(., C - 1)`` is ours (the open #50021 adds one upstream).
 
 A store column (``dst_state_batch_indices[r, t]``) the guard rejects skips
 that one store; the output of the token is still computed and written.
@@ -52,7 +63,7 @@ from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import INTERPRET
-from mambalab.kernels.common import clamp_for, guard_for, is_live_slot
+from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot
 from mambalab.kernels.mamba_ssm_ref import prepare_ssu_inputs
 
 KERNEL_NAME = "selective_state_update"
@@ -99,7 +110,7 @@ def _ssu_kernel(
     ONE_TOKEN: tl.constexpr,  # one token per request, initial state from column 0: no token loop
     DST_IS_SRC: tl.constexpr,  # the store indices are the load indices (no second index load)
     GUARD: tl.constexpr,  # mambalab.lab.bugs.GuardMode
-    CLAMP_ACCEPTED: tl.constexpr,  # bound num_accepted - 1 to the columns (fixed #48475)
+    CLAMP_ACCEPTED: tl.constexpr,  # always True: the SSU has always clamped num_accepted - 1
     BLOCK_M: tl.constexpr,  # rows of the head dim per program
     BLOCK_N: tl.constexpr,  # next_power_of_2(dstate): the whole state row
 ):
@@ -130,7 +141,7 @@ def _ssu_kernel(
     if HAS_INDICES:
         if HAS_NUM_ACCEPTED:
             num_accepted = tl.load(num_accepted_ptr + pid_r).to(tl.int64)
-            if CLAMP_ACCEPTED:  # #48475: a count of 0 must not read column -1
+            if CLAMP_ACCEPTED:  # upstream's max(num_accepted - 1, 0); the upper bound is ours
                 src_col = tl.minimum(tl.maximum(num_accepted - 1, 0), src_cols - 1)
             else:
                 src_col = num_accepted - 1
@@ -413,7 +424,7 @@ def selective_state_update(
     p = prepare_ssu_inputs(state, x, dt, A, B, C, D, dt_bias, z, dt_softplus,
                            state_batch_indices, dst_state_batch_indices, null_block_id, out,
                            num_accepted_tokens, cu_seqlens)
-    guard = guard_for(bugs)
+    guard = guard_for(bugs, KernelFamily.MAMBA)  # the SSU's own guard: skip == null_block_id
     if p.num_requests == 0 or p.x.shape[0] == 0:
         return p.finish()
 
@@ -464,7 +475,7 @@ def selective_state_update(
         ONE_TOKEN=one_token,
         DST_IS_SRC=has_idx and p.dst is p.src,
         GUARD=guard,
-        CLAMP_ACCEPTED=clamp_for(bugs),
+        CLAMP_ACCEPTED=True,  # no switch: the clamp predates every release the lab mirrors
         BLOCK_M=cfg.block_m,
         BLOCK_N=triton.next_power_of_2(p.dstate),
         num_warps=cfg.num_warps,

@@ -51,10 +51,14 @@ The guard (bugs #35431 and #39064) decides which slots may be touched; a
 *skipped* request reads nothing, stores nothing and gets **zero output rows**
 (the documented "a padded row's output is zeros"):
 
-* ``GuardMode.NULL`` (fixed): a request whose source index is
-  ``<= null_block_id`` (the null block, or negative) is skipped. A store column
-  ``<= null_block_id`` skips that one store (the output is still computed).
-* ``GuardMode.NEGATIVE`` (before #39064): only ``< 0`` is skipped, so a padded
+* ``GuardMode.EQ_NULL`` (fixed, the SSU's own guard as in vLLM 0.33, which
+  masks ``!= null_block_id``): a request whose source index is the null block
+  is skipped; a store column equal to it skips that one store (the output is
+  still computed). A *negative* index is not skipped: the reference refuses it
+  with ``IndexError``, the kernel on the interpreter raises
+  ``IllegalMemoryAccess`` (upstream: an illegal address).
+* ``GuardMode.NULL`` (the FLA kernels' fixed guard): ``<= null_block_id`` is skipped.
+* ``GuardMode.NEGATIVE`` (the FLA kernels before #39064): only ``< 0`` is skipped, so a padded
   row (index 0) loads the null block as its initial state and stores its
   result into it (the null block stops being zeros). Several such rows race on
   block 0 on a GPU; here they run one after another, in request order.
@@ -384,7 +388,7 @@ def selective_state_update_ref(
     num_accepted_tokens=None,
     cu_seqlens=None,
     *,
-    guard: GuardMode = GuardMode.NULL,
+    guard: GuardMode = GuardMode.EQ_NULL,
 ) -> torch.Tensor:
     """Reference for :func:`mambalab.kernels.mamba_ssm.selective_state_update`.
 

@@ -298,17 +298,41 @@ def _all_switch_ids() -> list[str]:
     return ids
 
 
-class GuardMode(enum.IntEnum):
-    """How a decode kernel treats a state index (a ``tl.constexpr`` of every kernel).
+class KernelFamily(enum.Enum):
+    """Which upstream kernel family a decode kernel belongs to: each has its own guard.
 
-    NULL: fixed. Skip the null block (index ``<= null_block_id``: 0 and any negative).
-    NEGATIVE: #39064 pre-fix. Skip only ``< 0``; index 0 loads and stores the null block.
-    NONE: the consumer of the ``pad-minus-one`` world that trusts every index.
+    MAMBA: ``vllm/model_executor/layers/mamba/ops/`` (``mamba_ssm.py``'s
+    selective_state_update, ``causal_conv1d.py``). Since #35431 they compare
+    the state index with ``null_block_id`` for *equality* (the SSU masks
+    ``!= null_block_id``, the conv returns on ``== null_block_id``): a negative
+    index is not skipped, it reaches address arithmetic.
+    FLA: the gated-delta-net kernels of ``vllm/third_party/flash_linear_attention/ops/``
+    (``fused_recurrent.py``, ``fused_sigmoid_gating.py``; ``layers/fla/ops/`` before
+    v0.26). They skip ``<= 0`` on load and store only ``> 0`` since #39064 (``< 0`` /
+    ``>= 0`` before, from #33326).
+    """
+
+    MAMBA = "mamba"
+    FLA = "fla"
+
+
+class GuardMode(enum.IntEnum):
+    """Which state indices a decode kernel skips (a ``tl.constexpr`` of every kernel).
+
+    The rule, not the bug: :meth:`BugConfig.kernel_guard_for` is the one place
+    that picks a kernel family's rule from the bug configuration.
+
+    NULL: the FLA kernels' fixed guard (#39064): skip ``<= null_block_id`` (0 and any negative).
+    NEGATIVE: the FLA kernels before #39064: skip only ``< 0``; index 0 loads and stores the null block.
+    NONE: the ``pad-minus-one`` world's consumer that trusts every index.
+    EQ_NULL: the Mamba kernels' guard (SSU and conv, since #35431, as in v0.33): skip only
+    ``== null_block_id``; a negative index is used, i.e. an illegal access.
     """
 
     NULL = 0
     NEGATIVE = 1
     NONE = 2
+    EQ_NULL = 3
 
     def is_live(self, slot: int, null_block_id: int = NULL_BLOCK_ID) -> bool:
         """Whether a kernel under this guard loads/stores state at ``slot``: the host-side twin
@@ -317,6 +341,8 @@ class GuardMode(enum.IntEnum):
             return slot > null_block_id
         if self is GuardMode.NEGATIVE:
             return slot >= 0
+        if self is GuardMode.EQ_NULL:
+            return slot != null_block_id
         return True
 
 
@@ -367,18 +393,44 @@ class BugConfig:
         return PAD_SLOT_ID if self.has("pad-minus-one") else NULL_BLOCK_ID
 
     @property
-    def clamp_accepted(self) -> bool:
-        """Whether decode kernels bound the column ``num_accepted - 1`` to ``>= 0`` (#48475)."""
+    def bound_accepted(self) -> bool:
+        """Whether the GDN (FLA) kernels bound the state column ``num_accepted - 1`` (#48475/#50021).
+
+        Fixed: the column load is masked to ``0 <= col < row width`` and an out-of-row column
+        reads as the null block, so the row is skipped (#50021's bound; open upstream). Pre-fix
+        (``zero-accepted``, every release up to 0.33): unbounded. The Mamba SSU is not
+        concerned: it has always clamped ``max(num_accepted - 1, 0)``.
+        """
         return not self.has("zero-accepted")
 
     @property
-    def kernel_guard(self) -> GuardMode:
-        """How decode kernels treat state indices (#35431 world, #39064)."""
+    def padded_accepted_count(self) -> int:
+        """The accepted count the runner gives padded rows: 1 upstream (every release);
+        0 under ``zero-accepted``, the lab's stand-in for the zero #48475 hardens against."""
+        return 0 if self.has("zero-accepted") else 1
+
+    def kernel_guard_for(self, family: KernelFamily) -> GuardMode:
+        """The one place that decides which state indices a kernel family skips.
+
+        ``pad-minus-one``: every kernel trusts its indices (NONE: the lab's stand-in for the
+        consumer that crashed upstream). Otherwise the Mamba kernels (SSU, conv) have their own
+        equality guard (EQ_NULL, since #35431, untouched by #39064) and the FLA kernels skip
+        ``<= 0`` (NULL), or only ``< 0`` under ``guard-lt-zero`` (NEGATIVE).
+        """
+        family = KernelFamily(family)
         if self.has("pad-minus-one"):
             return GuardMode.NONE
+        if family is KernelFamily.MAMBA:
+            return GuardMode.EQ_NULL
         if self.has("guard-lt-zero"):
             return GuardMode.NEGATIVE
         return GuardMode.NULL
+
+    @property
+    def kernel_guard(self) -> GuardMode:
+        """The FLA (GDN) kernels' guard: the one the bugs #35431 / #39064 change
+        (``kernel_guard_for(KernelFamily.MAMBA)`` for the SSU and the conv)."""
+        return self.kernel_guard_for(KernelFamily.FLA)
 
     def __str__(self) -> str:
         top = sorted(b for b in self.enabled if "/" not in b)
@@ -417,4 +469,5 @@ def use(config: BugConfig) -> Iterator[BugConfig]:
         _ACTIVE.reset(token)
 
 
-__all__ = ["Bug", "BUGS", "CATALOGUE", "BugConfig", "GuardMode", "active", "resolve", "use"]
+__all__ = ["Bug", "BUGS", "CATALOGUE", "BugConfig", "GuardMode", "KernelFamily", "Related", "active", "resolve",
+           "use"]

@@ -106,8 +106,15 @@ def move_row_stale_source(seed: int) -> Workload:
 
 
 def zero_accepted(seed: int) -> Workload:
-    """Speculative decoding without prefix caching: requests decode after their prefill; a
-    later request joins a batch that is already speculating."""
+    """Speculative decoding (GDN layers read state column ``num_accepted - 1``): requests decode
+    after their prefill; a later request joins a batch that is already speculating.
+
+    Every CUDA-graph batch has padded rows, the capture batches at start-up included. With the
+    switch on, the runner gives padded rows an accepted count of 0 (upstream gives 1: the lab's
+    stand-in for the zero #48475 hardens against) and the GDN kernel, unbounded as in every
+    release up to 0.33, reads column -1: row 0 reads before the index tensor, at the first
+    capture. The Mamba SSU clamps ``max(num_accepted - 1, 0)`` and is not involved. Fixed
+    (#50021's bound): the out-of-row column skips the row, and the workload matches."""
     rng = random.Random(seed)
     rc = RunnerConfig(max_num_seqs=4, num_speculative_tokens=1, num_blocks=48)
     cfg = EngineConfig(rc, model_seed=seed, acceptance=0.5, drafter_seed=seed)
@@ -151,8 +158,13 @@ def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
     out: list[str] = []
     if verdict.illegal is not None and verdict.illegal.from_sanitizer:
         i = verdict.illegal
-        what = ("a padded row's -1 reached address arithmetic" if "state" in str(i.arg)
-                else "column -1 of the index tensor was read (before its first element)")
+        if "gated_delta" in str(i.kernel) and "indices" in str(i.arg):
+            what = ("the GDN kernel read column num_accepted_tokens - 1 = -1 of the state indices "
+                    "(an accepted count of 0, unbounded load): before the tensor")
+        elif "state" in str(i.arg) and "indices" not in str(i.arg):
+            what = "a padded row's -1 reached address arithmetic"
+        else:
+            what = "column -1 of the index tensor was read (before its first element)"
         out.append(f"step {i.step}: {i.kernel} row {i.row} {i.op} of {i.arg} at "
                    f"slot {i.slot}: {what}")
     for r in records:
@@ -180,6 +192,11 @@ def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
             break
     if verdict.crash is not None and verdict.crash.kind == "startup":
         out.append("crash while capturing CUDA graphs at start-up")
+        msg = verdict.crash.message
+        if "IllegalMemoryAccess" in msg and "gated_delta_rule" in msg and "'state_indices'" in msg:
+            out.append("the capture batch's padded rows carry num_accepted_tokens = 0; the GDN kernel "
+                       "loads column num_accepted_tokens - 1 = -1 unbounded: row 0 reads before the "
+                       "state-index tensor (the Mamba SSU clamps max(num_accepted - 1, 0))")
     return out
 
 

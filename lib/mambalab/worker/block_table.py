@@ -1,10 +1,23 @@
 """Per-request block tables: a CPU mirror the scheduler edits, a device copy kernels read.
 
-Mirrors ``vllm/v1/worker/block_table.py`` (0.22 behaviour). Only the CPU side
+Mirrors ``vllm/v1/worker/block_table.py`` as in vLLM 0.33. Only the CPU side
 (numpy view) is mutated by ``add_row``/``append_row``/``clear_row``/
 ``move_row``/``swap_row``; ``commit_block_table(num_reqs)`` copies the first
 ``num_reqs`` rows to the device, and rows past it keep whatever the device
 already held. That last sentence is half of bug #37728.
+
+Two fixes of the family live here, where upstream put them:
+
+* ``clear_row`` (#37728, v0.19): zero a removed request's row, CPU side only
+  (the device copy is refreshed by the next commit).
+* ``move_row`` clears its source after copying it (#49757, v0.27): before, the
+  row that ``condense`` vacated kept a duplicate of a live request's block ids
+  (switch ``move-row-stale-source``, v0.19 - v0.26 behaviour).
+
+As upstream (0.33 too), ``move_row`` copies only the source's
+``num_blocks_per_row`` entries: the target's tail beyond them keeps the
+previous occupant's ids, and only the count says the row is shorter (#39591,
+closed unmerged, proposed zeroing it).
 """
 
 from __future__ import annotations
@@ -15,6 +28,7 @@ import numpy as np
 import torch
 
 from mambalab.worker.buffers import CpuGpuBuffer
+from mambalab.lab.bugs import BugConfig, resolve
 from mambalab.constants import NULL_BLOCK_ID, PAD_SLOT_ID
 from mambalab.device import DEVICE
 from mambalab.core.kv_cache_interface import KVCacheSpec
@@ -35,6 +49,7 @@ class BlockTable:
         max_num_batched_tokens: int,
         device: torch.device | str = DEVICE,
         num_blocks: int | None = None,
+        bugs: BugConfig | None = None,
     ) -> None:
         for name, value in (
             ("block_size", block_size),
@@ -50,6 +65,7 @@ class BlockTable:
         self.max_num_batched_tokens = int(max_num_batched_tokens)
         self.num_blocks = num_blocks  # when given, block ids are range-checked
         self.device = torch.device(device)
+        self.bugs = resolve(bugs)
 
         self.block_table = CpuGpuBuffer(
             self.max_num_reqs, self.max_num_blocks_per_req, dtype=torch.int32, device=self.device
@@ -109,12 +125,20 @@ class BlockTable:
         self.num_blocks_per_row[row_idx] = 0
 
     def move_row(self, src: int, tgt: int) -> None:
-        """Copy row ``src`` to ``tgt``. As in 0.22, ``src`` is NOT cleared (fixed in #49757)."""
+        """Copy row ``src``'s ``num_blocks`` entries to ``tgt``, then clear ``src`` (#49757, v0.27).
+
+        Under ``move-row-stale-source`` (v0.19 - v0.26) the source is left as it was: a
+        second copy of a live request's block ids at a row that no request owns. The
+        target's tail past ``num_blocks`` is never touched (as upstream, #39591 unmerged).
+        """
         src = self._check_row(src, "src")
         tgt = self._check_row(tgt, "tgt")
         n = int(self.num_blocks_per_row[src])
         self.block_table.np[tgt, :n] = self.block_table.np[src, :n]
         self.num_blocks_per_row[tgt] = n
+        if not self.bugs.has("move-row-stale-source"):
+            self.block_table.np[src, :n] = NULL_BLOCK_ID
+            self.num_blocks_per_row[src] = 0
 
     def swap_row(self, src: int, tgt: int) -> None:
         src = self._check_row(src, "src")
@@ -187,6 +211,7 @@ class MultiGroupBlockTable:
         kv_cache_specs: Sequence[KVCacheSpec],
         device: torch.device | str = DEVICE,
         num_blocks: int | None = None,
+        bugs: BugConfig | None = None,
     ) -> None:
         if not kv_cache_specs:
             raise ValueError("kv_cache_specs: at least one KV-cache group is needed")
@@ -199,6 +224,7 @@ class MultiGroupBlockTable:
                 max_num_batched_tokens,
                 device,
                 num_blocks,
+                bugs,
             )
             for spec in self.kv_cache_specs
         ]

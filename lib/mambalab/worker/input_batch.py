@@ -11,8 +11,15 @@ of the catalogue's bugs live there:
   ``computed < prompt`` behind: #41873). Its block-table row is cleared only
   since #37728 (switch ``stale-rows``).
 * ``condense`` copies a row down and leaves the source row's counts in place;
-  its block-table row is cleared since #49757 (switch ``move-row-stale-source``:
-  before, a duplicate of a live request's blocks stayed there).
+  its block-table row is cleared by ``BlockTable.move_row`` since #49757 (v0.27;
+  switch ``move-row-stale-source``: before, a duplicate of a live request's
+  blocks stayed there).
+
+``num_accepted_tokens_cpu`` starts at 1 and ``add_request`` resets it to 1, as
+upstream's V1 ``InputBatch`` has done in every release the lab mirrors (the
+Model Runner V2 reset in all modes is #48132, v0.26). No switch touches it:
+the ``zero-accepted`` bug (#48475, open) is the GDN kernels' unbounded column
+load, and the zero it needs comes from a padded row (``runner_inputs``).
 """
 
 from __future__ import annotations
@@ -81,12 +88,12 @@ class InputBatch:
         self.num_tokens_no_spec = np.zeros(max_num_reqs, dtype=np.int32)
         self.num_prompt_tokens = np.zeros(max_num_reqs, dtype=np.int32)
         self.num_computed_tokens_cpu = np.zeros(max_num_reqs, dtype=np.int32)
-        # 1 since the fix of #48475; the pre-fix buffer started at 0.
-        self.num_accepted_tokens_cpu = np.full(
-            max_num_reqs, 0 if self.bugs.has("zero-accepted") else 1, dtype=np.int32)
+        # Starts at 1 (upstream: torch.ones), whatever the bug configuration.
+        self.num_accepted_tokens_cpu = np.ones(max_num_reqs, dtype=np.int32)
 
         self.block_table = MultiGroupBlockTable(
-            max_num_reqs, max_model_len, max_num_batched_tokens, kv_cache_specs, device, num_blocks
+            max_num_reqs, max_model_len, max_num_batched_tokens, kv_cache_specs, device, num_blocks,
+            bugs=self.bugs,
         )
 
     # -- views ------------------------------------------------------------
@@ -148,8 +155,7 @@ class InputBatch:
         self.num_tokens_no_spec[req_index] = n_total
         self.num_prompt_tokens[req_index] = n_prompt
         self.num_computed_tokens_cpu[req_index] = request.num_computed_tokens
-        if not self.bugs.has("zero-accepted"):
-            self.num_accepted_tokens_cpu[req_index] = 1  # not the previous tenant's count
+        self.num_accepted_tokens_cpu[req_index] = 1  # not the previous tenant's count (upstream V1)
         self.block_table.add_row(request.block_ids, req_index)
         return req_index
 
@@ -228,9 +234,7 @@ class InputBatch:
             self.num_accepted_tokens_cpu,
         ):
             arr[dst] = arr[src]  # the source keeps its value: stale
-        self.block_table.move_row(src, dst)
-        if not self.bugs.has("move-row-stale-source"):
-            self.block_table.clear_row(src)  # #49757: the vacated row names no block
+        self.block_table.move_row(src, dst)  # clears src since #49757 (in block_table.py, as upstream)
 
     # -- per-step updates (the runner's _update_states) --------------------
     def append_output_token(self, req_id: str, token_id: int) -> None:

@@ -10,6 +10,12 @@ the padding values written here matter:
 * ``seq_lens[num_reqs:] = 0``, ``num_accepted_tokens[num_reqs:] = 1``,
 * the slot-mapping tail is ``PAD_SLOT_ID``.
 
+The padded rows' accepted count is 1 in every upstream release; with the
+``zero-accepted`` switch on it is 0, the lab's stand-in for the zero that
+#48475 hardens the GDN kernels against ("a stale row, a padded row or a
+device-to-host race"): the live rows' counts come from ``InputBatch``, which
+starts them at 1 and resets them in ``add_request``, as upstream's V1 does.
+
 The dummy run commits ``num_reqs_padded`` block-table rows since #37728;
 before (switch ``stale-rows``) it committed nothing, so the device table kept
 rows of requests that had finished.
@@ -93,7 +99,7 @@ class RunnerBuffers:
         seq_lens = input_batch.num_computed_tokens_cpu[:num_reqs] + sched
         self._fill_request_buffers(sched, seq_lens)
         self.num_accepted_tokens.np[:num_reqs] = input_batch.num_accepted_tokens_cpu[:num_reqs]
-        self.num_accepted_tokens.np[num_reqs:] = 1
+        self.num_accepted_tokens.np[num_reqs:] = input_batch.bugs.padded_accepted_count
         self.num_accepted_tokens.copy_to_gpu()
 
         input_batch.block_table.compute_slot_mapping(req_indices, positions)
@@ -129,7 +135,7 @@ class RunnerBuffers:
         self.input_ids.np[:] = 0
         self.positions.copy_to_gpu()
         self.input_ids.copy_to_gpu()
-        self.num_accepted_tokens.np[:] = 1
+        self.num_accepted_tokens.np[:] = bugs.padded_accepted_count  # 1; 0 under zero-accepted
         self.num_accepted_tokens.copy_to_gpu()
         for bt in input_batch.block_table.block_tables:
             bt.slot_mapping.np[:] = PAD_SLOT_ID
