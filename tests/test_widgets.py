@@ -50,12 +50,17 @@ def _nothing_printed(capsys):
     (guard_lt_zero, scenarios.guard_lt_zero), (spec_slots, scenarios.spec_slots),
     (stale_is_prefilling, scenarios.stale_is_prefilling)],
     ids=["pad-minus-one", "stale-rows", "guard-lt-zero", "spec-slots", "stale-is-prefilling"])
-def test_knob_recipes_equal_the_scenarios_at_their_defaults(module, scenario):
-    for seed in range(4):
-        assert module.recipe(seed) == scenario(seed)
-        assert module.workload(seed) == scenario(seed)
+def test_the_panel_builds_the_scenario_and_its_knobs_are_its_arguments(module, scenario):
+    import inspect
+
+    assert module.SPEC.build is scenario  # one scenario serves the replay and the panel
+    params = inspect.signature(scenario).parameters
     defaults = module.SPEC.defaults()
-    assert set(defaults) == {k.name for k in module.SPEC.knobs} and defaults["seed"] == 0
+    assert set(defaults) == set(params) and defaults["seed"] == 0
+    for name, value in defaults.items():  # at the knobs' defaults the panel replays the scenario
+        assert name == "seed" or params[name].default == value, name
+    for seed in range(3):
+        assert module.SPEC.build(**{**defaults, "seed": seed}) == scenario(seed)
 
 
 def test_every_catalogue_id_has_a_panel():

@@ -24,65 +24,82 @@ def _tokens(rng: random.Random, n: int) -> tuple[int, ...]:
     return tuple(rng.randrange(VOCAB) for _ in range(n))
 
 
-def pad_minus_one(seed: int) -> Workload:
-    """Three requests decode in a FULL graph padded to 4 rows: row 3 is padding."""
+def pad_minus_one(seed: int, requests: int = 3, max_num_seqs: int = 4, cudagraph: bool = True) -> Workload:
+    """Three requests decode in a FULL graph padded to 4 rows: row 3 is padding.
+
+    The keyword arguments are the panel's knobs (their defaults: the replayed scenario)."""
     rng = random.Random(seed)
-    cfg = EngineConfig(RunnerConfig(max_num_seqs=4), model_seed=seed)
-    adds = [Add(f"r{i}", _tokens(rng, rng.randint(3, 8)), rng.randint(3, 6)) for i in range(3)]
-    return Workload(cfg, {1: adds})
+    cfg = EngineConfig(RunnerConfig(max_num_seqs=max_num_seqs, cudagraph=cudagraph), model_seed=seed)
+    adds = [Add(f"r{i}", _tokens(rng, rng.randint(3, 8)), rng.randint(3, 6)) for i in range(requests)]
+    return Workload(cfg, {1: adds} if adds else {})
 
 
-def stale_rows(seed: int) -> Workload:
+def stale_rows(seed: int, dp: int = 2, max_num_seqs: int = 4, d_arrives: int = 10) -> Workload:
     """DP 2 with prefix caching: rank 1's request A finishes and rank 1 goes idle while rank 0
     keeps decoding, so rank 1 runs dummy batches; later D arrives on rank 1 sharing A's first
-    block and starts from the cached state of that block."""
+    block and starts from the cached state of that block.
+
+    The keyword arguments are the panel's knobs (their defaults: the replayed scenario)."""
     rng = random.Random(seed)
-    rc = RunnerConfig(max_num_seqs=4, mamba_cache_mode="all", block_size=4, num_blocks=64)
-    cfg = EngineConfig(rc, data_parallel_size=2, model_seed=seed)
+    rc = RunnerConfig(max_num_seqs=max_num_seqs, mamba_cache_mode="all", block_size=4, num_blocks=64)
+    cfg = EngineConfig(rc, data_parallel_size=dp, model_seed=seed)
+    r1 = min(1, dp - 1)
     prompt_a = _tokens(rng, rng.randint(9, 12))
     # D shares A's first block only, and its own tokens after the hit are few, so the
     # state it inherits from that cached block decides its first outputs.
     prompt_d = prompt_a[:4] + tuple((t + 1) % VOCAB for t in _tokens(rng, rng.randint(1, 2)))
     events: dict[int, list[Event]] = {
-        1: [Add("C", _tokens(rng, rng.randint(3, 6)), 18, rank=0), Add("A", prompt_a, 2, rank=1)],
-        10: [Add("D", prompt_d, 5, rank=1)],
+        1: [Add("C", _tokens(rng, rng.randint(3, 6)), 18, rank=0), Add("A", prompt_a, 2, rank=r1)],
     }
+    events.setdefault(d_arrives, []).append(Add("D", prompt_d, 5, rank=r1))
     return Workload(cfg, events)
 
 
-def guard_lt_zero(seed: int) -> Workload:
+def guard_lt_zero(seed: int, requests: int = 3, max_num_seqs: int = 4, cudagraph: bool = True) -> Workload:
     """Decodes padded to a graph size with padding 0; a request that arrives later starts from
-    the null block, the zero state."""
+    the null block, the zero state.
+
+    The keyword arguments are the panel's knobs (their defaults: the replayed scenario)."""
     rng = random.Random(seed)
-    cfg = EngineConfig(RunnerConfig(max_num_seqs=4), model_seed=seed)
-    first = [Add(f"r{i}", _tokens(rng, rng.randint(3, 8)), rng.randint(4, 6)) for i in range(3)]
+    cfg = EngineConfig(RunnerConfig(max_num_seqs=max_num_seqs, cudagraph=cudagraph), model_seed=seed)
+    first = [Add(f"r{i}", _tokens(rng, rng.randint(3, 8)), rng.randint(4, 6)) for i in range(requests)]
     return Workload(cfg, {1: first, 4: [Add("late", _tokens(rng, rng.randint(3, 8)), 4)]})
 
 
-def spec_slots(seed: int) -> Workload:
-    """mamba_cache_mode='all' + speculative decoding with partial acceptance."""
+def spec_slots(seed: int, num_spec: int | str = "auto", acceptance: float | str = "schedule",
+               requests: int = 2) -> Workload:
+    """mamba_cache_mode='all' + speculative decoding with partial acceptance.
+
+    ``num_spec``: ``"auto"`` is ``1 + seed % 2``; ``acceptance``: ``"schedule"`` alternates full and
+    partial acceptance. The keyword arguments are the panel's knobs (their defaults: the replayed
+    scenario)."""
     rng = random.Random(seed)
-    ns = 1 + seed % 2
+    ns = 1 + seed % 2 if num_spec == "auto" else int(num_spec)
     rc = RunnerConfig(max_num_seqs=4, mamba_cache_mode="all", block_size=4, num_blocks=96,
                       num_speculative_tokens=ns)
-    schedule = tuple(rng.choice(range(ns)) if i % 2 else ns for i in range(8))  # partial acceptances
-    cfg = EngineConfig(rc, model_seed=seed, acceptance=schedule, drafter_seed=seed)
-    adds = [Add(f"r{i}", _tokens(rng, rng.randint(5, 9)), rng.randint(7, 10)) for i in range(2)]
-    return Workload(cfg, {1: adds})
+    schedule = tuple(rng.choice(range(ns)) if i % 2 else ns for i in range(8)) if ns else ()  # partial acceptances
+    acc = (schedule if acceptance == "schedule" else float(acceptance)) if ns else 0.5
+    cfg = EngineConfig(rc, model_seed=seed, acceptance=acc, drafter_seed=seed)
+    adds = [Add(f"r{i}", _tokens(rng, rng.randint(5, 9)), rng.randint(7, 10)) for i in range(requests)]
+    return Workload(cfg, {1: adds} if adds else {})
 
 
-def stale_is_prefilling(seed: int) -> Workload:
+def stale_is_prefilling(seed: int, max_num_seqs: int = 4, x_len: int = 36, abort_x: bool = True,
+                        cudagraph: bool = True) -> Workload:
     """A, B, D decode in a FULL graph; D finishes; C and a long X arrive; X is aborted after its
-    first prefill chunk; then A, B, C decode padded to 4 rows with X's stale row as padding."""
+    first prefill chunk; then A, B, C decode padded to 4 rows with X's stale row as padding.
+
+    The keyword arguments are the panel's knobs (their defaults: the replayed scenario)."""
     rng = random.Random(seed)
-    cfg = EngineConfig(RunnerConfig(max_num_seqs=4, max_num_batched_tokens=32, max_model_len=48),
-                       model_seed=seed)
+    cfg = EngineConfig(RunnerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=32, max_model_len=48,
+                                    cudagraph=cudagraph), model_seed=seed)
     events: dict[int, list[Event]] = {
         1: [Add("A", _tokens(rng, rng.randint(3, 6)), 9), Add("B", _tokens(rng, rng.randint(3, 6)), 9),
             Add("D", _tokens(rng, rng.randint(3, 6)), 2)],
-        3: [Add("C", _tokens(rng, rng.randint(3, 5)), 5), Add("X", _tokens(rng, 36), 4)],
-        4: [Abort("X")],
+        3: [Add("C", _tokens(rng, rng.randint(3, 5)), 5), Add("X", _tokens(rng, x_len), 4)],
     }
+    if abort_x:
+        events[4] = [Abort("X")]
     return Workload(cfg, events)
 
 

@@ -1,22 +1,20 @@
 """What a bug panel is made of, and small helpers the per-bug modules share.
 
 Each per-bug module (``pad_minus_one``, ``stale_rows``, ...) defines one
-:class:`BugSpec`: the knobs, a workload builder that takes them, the DP rank
-that matters, the drawings and what to watch. At the knobs' defaults the
-builder returns ``mambalab.lab.scenarios.SCENARIOS[bug](seed)`` itself, so the
-panel replays exactly what ``python -m mambalab replay BUG`` replays; other
-values vary the same recipe (tests check both).
+:class:`BugSpec`: the knobs, the workload builder that takes them (the bug's
+scenario function itself, :mod:`mambalab.lab.scenarios`, whose keyword
+arguments are the knobs), the DP rank that matters, the drawings and what to
+watch. At the knobs' defaults the panel replays exactly what ``python -m
+mambalab replay BUG`` replays (a test checks the defaults agree).
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from mambalab.worker.cudagraph_dispatcher import default_capture_sizes
 from mambalab.worker.model_runner import RunnerConfig
-from mambalab.lab.scenarios import VOCAB
 from mambalab.lab.workload import Workload
 from mambalab.widgets.controls import Knob
 
@@ -37,11 +35,6 @@ class BugSpec:
 
     def defaults(self) -> dict[str, Any]:
         return {k.name: k.default for k in self.knobs}
-
-
-def tokens(rng: random.Random, n: int) -> tuple[int, ...]:
-    """As ``scenarios._tokens``: the same draws in the same order."""
-    return tuple(rng.randrange(VOCAB) for _ in range(n))
 
 
 def graph_sizes(rc: RunnerConfig) -> list[int]:
@@ -84,4 +77,4 @@ def padding_note(rows: int, rc: RunnerConfig, what: str) -> str:
             f"{'are' if p - rows > 1 else 'is'} padding.")
 
 
-__all__ = ["BugSpec", "SEED", "tokens", "graph_sizes", "padded_rows", "padding_note"]
+__all__ = ["BugSpec", "SEED", "graph_sizes", "padded_rows", "padding_note"]

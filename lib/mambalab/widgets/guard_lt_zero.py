@@ -9,13 +9,9 @@ the zero state. Knobs: requests at step 1, ``max_num_seqs``, FULL graphs.
 
 from __future__ import annotations
 
-import random
-
 from mambalab.lab import scenarios
-from mambalab.engine.core import Add, EngineConfig
 from mambalab.worker.model_runner import RunnerConfig
-from mambalab.lab.workload import Workload
-from mambalab.widgets.bug_spec import SEED, BugSpec, padding_note, tokens
+from mambalab.widgets.bug_spec import SEED, BugSpec, padding_note
 from mambalab.widgets.controls import Knob
 
 KNOBS = (
@@ -25,21 +21,6 @@ KNOBS = (
     Knob("max_num_seqs", "max_num_seqs", "int", 4, 1, 8, help="the largest batch; graph sizes 1, 2, 4, 8 up to it"),
     Knob("cudagraph", "FULL CUDA graphs", "bool", True, help="off: every step runs eagerly, nothing is padded"),
 )
-
-
-def workload(seed: int = 0, requests: int = 3, max_num_seqs: int = 4, cudagraph: bool = True) -> Workload:
-    """The scenario itself at the defaults, else :func:`recipe`."""
-    if (requests, max_num_seqs, cudagraph) == (3, 4, True):
-        return scenarios.guard_lt_zero(seed)
-    return recipe(seed, requests, max_num_seqs, cudagraph)
-
-
-def recipe(seed: int = 0, requests: int = 3, max_num_seqs: int = 4, cudagraph: bool = True) -> Workload:
-    """``scenarios.guard_lt_zero`` with its constants as knobs (equal to it at the defaults)."""
-    rng = random.Random(seed)
-    cfg = EngineConfig(RunnerConfig(max_num_seqs=max_num_seqs, cudagraph=cudagraph), model_seed=seed)
-    first = [Add(f"r{i}", tokens(rng, rng.randint(3, 8)), rng.randint(4, 6)) for i in range(requests)]
-    return Workload(cfg, {1: first, 4: [Add("late", tokens(rng, rng.randint(3, 8)), 4)]})
 
 
 def explain(k: dict) -> list[str]:
@@ -53,7 +34,7 @@ def explain(k: dict) -> list[str]:
 SPEC = BugSpec(
     bug="guard-lt-zero",
     knobs=KNOBS,
-    build=workload,
+    build=scenarios.guard_lt_zero,
     focus_rank=lambda k: 0,
     views=("block_table", "metadata", "state_pool", "timeline", "access_map"),
     first_view="access_map",

@@ -10,13 +10,9 @@ sizes, down to capture size 1) and FULL graphs on/off.
 
 from __future__ import annotations
 
-import random
-
 from mambalab.lab import scenarios
-from mambalab.engine.core import Add, EngineConfig
 from mambalab.worker.model_runner import RunnerConfig
-from mambalab.lab.workload import Workload
-from mambalab.widgets.bug_spec import SEED, BugSpec, padding_note, tokens
+from mambalab.widgets.bug_spec import SEED, BugSpec, padding_note
 from mambalab.widgets.controls import Knob
 
 KNOBS = (
@@ -26,21 +22,6 @@ KNOBS = (
          help="the largest batch; FULL decode graphs are captured for 1, 2, 4, 8 rows up to it"),
     Knob("cudagraph", "FULL CUDA graphs", "bool", True, help="off: every step runs eagerly, nothing is padded"),
 )
-
-
-def workload(seed: int = 0, requests: int = 3, max_num_seqs: int = 4, cudagraph: bool = True) -> Workload:
-    """The scenario itself at the defaults, else :func:`recipe`."""
-    if (requests, max_num_seqs, cudagraph) == (3, 4, True):
-        return scenarios.pad_minus_one(seed)
-    return recipe(seed, requests, max_num_seqs, cudagraph)
-
-
-def recipe(seed: int = 0, requests: int = 3, max_num_seqs: int = 4, cudagraph: bool = True) -> Workload:
-    """``scenarios.pad_minus_one`` with its constants as knobs (equal to it at the defaults)."""
-    rng = random.Random(seed)
-    cfg = EngineConfig(RunnerConfig(max_num_seqs=max_num_seqs, cudagraph=cudagraph), model_seed=seed)
-    adds = [Add(f"r{i}", tokens(rng, rng.randint(3, 8)), rng.randint(3, 6)) for i in range(requests)]
-    return Workload(cfg, {1: adds} if adds else {})
 
 
 def explain(k: dict) -> list[str]:
@@ -54,7 +35,7 @@ def explain(k: dict) -> list[str]:
 SPEC = BugSpec(
     bug="pad-minus-one",
     knobs=KNOBS,
-    build=workload,
+    build=scenarios.pad_minus_one,
     focus_rank=lambda k: 0,
     views=("block_table", "metadata", "state_pool", "timeline", "access_map"),
     first_view="block_table",

@@ -14,13 +14,8 @@ scenario's partial-acceptance schedule or a fixed rate), requests.
 
 from __future__ import annotations
 
-import random
-
 from mambalab.lab import scenarios
-from mambalab.engine.core import Add, EngineConfig
-from mambalab.worker.model_runner import RunnerConfig
-from mambalab.lab.workload import Workload
-from mambalab.widgets.bug_spec import SEED, BugSpec, tokens
+from mambalab.widgets.bug_spec import SEED, BugSpec
 from mambalab.widgets.controls import Knob
 
 PARTS = (
@@ -43,26 +38,6 @@ KNOBS = (
 )
 
 
-def workload(seed: int = 0, num_spec="auto", acceptance="schedule", requests: int = 2) -> Workload:
-    """The scenario itself at the defaults, else :func:`recipe`."""
-    if (num_spec, acceptance, requests) == ("auto", "schedule", 2):
-        return scenarios.spec_slots(seed)
-    return recipe(seed, num_spec, acceptance, requests)
-
-
-def recipe(seed: int = 0, num_spec="auto", acceptance="schedule", requests: int = 2) -> Workload:
-    """``scenarios.spec_slots`` with its constants as knobs (equal to it at the defaults)."""
-    rng = random.Random(seed)
-    ns = 1 + seed % 2 if num_spec == "auto" else int(num_spec)
-    rc = RunnerConfig(max_num_seqs=4, mamba_cache_mode="all", block_size=4, num_blocks=96,
-                      num_speculative_tokens=ns)
-    schedule = tuple(rng.choice(range(ns)) if i % 2 else ns for i in range(8)) if ns else ()
-    acc = (schedule if acceptance == "schedule" else float(acceptance)) if ns else 0.5
-    cfg = EngineConfig(rc, model_seed=seed, acceptance=acc, drafter_seed=seed)
-    adds = [Add(f"r{i}", tokens(rng, rng.randint(5, 9)), rng.randint(7, 10)) for i in range(requests)]
-    return Workload(cfg, {1: adds} if adds else {})
-
-
 def explain(k: dict) -> list[str]:
     ns = 1 + k["seed"] % 2 if k["num_spec"] == "auto" else int(k["num_spec"])
     out = []
@@ -82,7 +57,7 @@ def explain(k: dict) -> list[str]:
 SPEC = BugSpec(
     bug="spec-slots",
     knobs=KNOBS,
-    build=workload,
+    build=scenarios.spec_slots,
     focus_rank=lambda k: 0,
     views=("block_table", "metadata", "state_pool", "timeline"),
     first_view="metadata",

@@ -11,13 +11,9 @@ X is aborted, FULL graphs.
 
 from __future__ import annotations
 
-import random
-
 from mambalab.lab import scenarios
-from mambalab.engine.core import Abort, Add, EngineConfig, Event
 from mambalab.worker.model_runner import RunnerConfig
-from mambalab.lab.workload import Workload
-from mambalab.widgets.bug_spec import SEED, BugSpec, padding_note, tokens
+from mambalab.widgets.bug_spec import SEED, BugSpec, padding_note
 from mambalab.widgets.controls import Knob
 
 KNOBS = (
@@ -28,30 +24,6 @@ KNOBS = (
     Knob("abort_x", "abort X at step 4", "bool", True, help="abort X after its first prefill chunk"),
     Knob("cudagraph", "FULL CUDA graphs", "bool", True, help="off: every step runs eagerly, nothing is padded"),
 )
-
-
-def workload(seed: int = 0, max_num_seqs: int = 4, x_len: int = 36, abort_x: bool = True,
-             cudagraph: bool = True) -> Workload:
-    """The scenario itself at the defaults, else :func:`recipe`."""
-    if (max_num_seqs, x_len, abort_x, cudagraph) == (4, 36, True, True):
-        return scenarios.stale_is_prefilling(seed)
-    return recipe(seed, max_num_seqs, x_len, abort_x, cudagraph)
-
-
-def recipe(seed: int = 0, max_num_seqs: int = 4, x_len: int = 36, abort_x: bool = True,
-           cudagraph: bool = True) -> Workload:
-    """``scenarios.stale_is_prefilling`` with its constants as knobs (equal to it at the defaults)."""
-    rng = random.Random(seed)
-    cfg = EngineConfig(RunnerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=32, max_model_len=48,
-                                    cudagraph=cudagraph), model_seed=seed)
-    events: dict[int, list[Event]] = {
-        1: [Add("A", tokens(rng, rng.randint(3, 6)), 9), Add("B", tokens(rng, rng.randint(3, 6)), 9),
-            Add("D", tokens(rng, rng.randint(3, 6)), 2)],
-        3: [Add("C", tokens(rng, rng.randint(3, 5)), 5), Add("X", tokens(rng, x_len), 4)],
-    }
-    if abort_x:
-        events[4] = [Abort("X")]
-    return Workload(cfg, events)
 
 
 def explain(k: dict) -> list[str]:
@@ -72,7 +44,7 @@ def explain(k: dict) -> list[str]:
 SPEC = BugSpec(
     bug="stale-is-prefilling",
     knobs=KNOBS,
-    build=workload,
+    build=scenarios.stale_is_prefilling,
     focus_rank=lambda k: 0,
     views=("block_table", "metadata", "state_pool", "timeline"),
     first_view="metadata",

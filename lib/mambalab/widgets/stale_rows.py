@@ -11,14 +11,8 @@ Knobs: DP ranks, ``max_num_seqs``, the step D arrives.
 
 from __future__ import annotations
 
-import random
-
 from mambalab.lab import scenarios
-from mambalab.engine.core import Add, EngineConfig, Event
-from mambalab.worker.model_runner import RunnerConfig
-from mambalab.lab.scenarios import VOCAB
-from mambalab.lab.workload import Workload
-from mambalab.widgets.bug_spec import SEED, BugSpec, tokens
+from mambalab.widgets.bug_spec import SEED, BugSpec
 from mambalab.widgets.controls import Knob
 
 KNOBS = (
@@ -28,28 +22,6 @@ KNOBS = (
     Knob("d_arrives", "D arrives at step", "int", 10, 2, 16,
          help="when D (sharing A's first block) arrives on rank 1"),
 )
-
-
-def workload(seed: int = 0, dp: int = 2, max_num_seqs: int = 4, d_arrives: int = 10) -> Workload:
-    """The scenario itself at the defaults, else :func:`recipe`."""
-    if (dp, max_num_seqs, d_arrives) == (2, 4, 10):
-        return scenarios.stale_rows(seed)
-    return recipe(seed, dp, max_num_seqs, d_arrives)
-
-
-def recipe(seed: int = 0, dp: int = 2, max_num_seqs: int = 4, d_arrives: int = 10) -> Workload:
-    """``scenarios.stale_rows`` with its constants as knobs (equal to it at the defaults)."""
-    rng = random.Random(seed)
-    rc = RunnerConfig(max_num_seqs=max_num_seqs, mamba_cache_mode="all", block_size=4, num_blocks=64)
-    cfg = EngineConfig(rc, data_parallel_size=dp, model_seed=seed)
-    r1 = min(1, dp - 1)
-    prompt_a = tokens(rng, rng.randint(9, 12))
-    prompt_d = prompt_a[:4] + tuple((t + 1) % VOCAB for t in tokens(rng, rng.randint(1, 2)))
-    events: dict[int, list[Event]] = {
-        1: [Add("C", tokens(rng, rng.randint(3, 6)), 18, rank=0), Add("A", prompt_a, 2, rank=r1)],
-    }
-    events.setdefault(d_arrives, []).append(Add("D", prompt_d, 5, rank=r1))
-    return Workload(cfg, events)
 
 
 def explain(k: dict) -> list[str]:
@@ -70,7 +42,7 @@ def explain(k: dict) -> list[str]:
 SPEC = BugSpec(
     bug="stale-rows",
     knobs=KNOBS,
-    build=workload,
+    build=scenarios.stale_rows,
     focus_rank=lambda k: min(1, k["dp"] - 1),
     views=("block_table", "metadata", "state_pool", "timeline"),
     first_view="block_table",
