@@ -1,8 +1,12 @@
 """Run one benchmark configuration eagerly a few times, for ncu to profile.
 
-    ncu --kernel-name regex:'_ssu|_gdn|_conv' --launch-skip 2 --launch-count 1 \
+    ncu --kernel-name regex:'_ssu|_gdn|_conv|selective_scan_update|fused_recurrent|causal_conv1d' \
+        --launch-skip 2 --launch-count 1 \
         --metrics gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed,... \
-        python scripts/profile_kernel.py ssu bf16 256
+        python scripts/profile_kernel.py ssu bf16 256 [mambalab|vllm] [act=bf16,z=none,pools=cloned]
+
+The optional set-up is the bench's (``mambalab.gpu.bench.Case``): activation dtype (``act``, default
+the state's), ``z`` (``z`` / ``none``), ``pools`` (``fresh`` / ``cloned``), ``tokens``.
 """
 
 import sys
@@ -14,7 +18,15 @@ from mambalab.gpu import bench
 
 def main() -> int:
     kernel, dtype, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    calls, _ = bench.SETUPS[kernel](batch, batch, bench.DTYPES[dtype], 4 * 2**30)
+    impl = sys.argv[4] if len(sys.argv) > 4 else "mambalab"
+    kw = {}
+    if len(sys.argv) > 5:
+        for item in sys.argv[5].split(","):
+            k, _, v = item.partition("=")
+            kw[k] = bench.DTYPES[v] if k == "act" else (v == "z") if k == "z" else int(v) if k == "tokens" else v
+    if impl == "vllm":
+        bench._vllm_path()
+    calls, _ = bench.SETUPS[kernel](batch, batch, bench.DTYPES[dtype], 4 * 2**30, impl, **kw)
     for c in calls[:4]:
         c()
     torch.cuda.synchronize()

@@ -661,3 +661,14 @@ def test_default_scale_is_inverse_sqrt_k():
     o3, _ = fused_recurrent_gated_delta_rule(q, k, v, g, beta, scale=1.0)
     assert_close(o1, o2, torch.float32, "default scale")
     assert not torch.allclose(o1, o3)
+
+
+def test_launch_rule_several_tokens():
+    """Speculative decoding (several tokens a request) takes its own rows per program, in one piece
+    (measured on an H200 against vLLM 0.33, docs/benchmarks.md); one token keeps the decode rule."""
+    from mambalab.kernels.gated_delta_rule import MULTI_TOKEN_BV, launch_config
+
+    assert launch_config(128, 128, 32, 64, 2, 132, multi_token=True) == (128, MULTI_TOKEN_BV[2], 1)
+    assert launch_config(128, 128, 32, 64, 4, 132, multi_token=True) == (128, MULTI_TOKEN_BV[4], 1)
+    assert launch_config(128, 128, 32, 64, 4, 132) == launch_config(128, 128, 32, 64, 4, 132, multi_token=False)
+    assert launch_config(128, 8, 32, 64, 2, 132, multi_token=True)[1] == 8  # never wider than next_pow2(V)

@@ -18,8 +18,19 @@ Inputs are vLLM's decode calls: for the SSU, ``A``, ``dt``, ``dt_bias`` and
 ``D`` broadcast along the head dim (stride 0), as ``mamba_mixer2`` passes
 them.
 
+Baselines (issue 14), timed on the same inputs after an agreement gate (outputs and updated slots
+of every implementation compared on one input; untouched slots bit-identical): vLLM's own decode
+kernels for all three (``scripts/vllm_baseline.py`` extracts them from the vLLM wheel into
+``.vllm/``, which this module puts on the path) and fla-core for the GDN.
+
+Configurations (rows; ``Row.config``): state / activation dtypes (fp32 state with bf16 activations,
+as NemotronH-class models are served with ``mamba_ssm_cache_dtype=float32``; bf16 / bf16; fp32 /
+fp32), the SSU with ``z=None`` (as ``mamba_mixer2`` calls it) and with ``z``, pools cloned from one
+random base or made fresh as ``randn * 0.1``, and speculative decoding (``T`` = 2..4 tokens a
+request, 2-D indices, ``num_accepted_tokens``; the conv with varlen rows).
+
 Run: ``python -m mambalab bench [--kernels ssu,gdn,conv] [--dtypes fp32,bf16]
-[--batches 1,2,...] [--null-rows skip|move|both] [--markdown FILE] [--json FILE]``.
+[--batches 1,2,...] [--null-rows skip|move|both] [--quick] [--markdown FILE] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -52,19 +63,57 @@ NULL_ROW_MODES = {"skip": BugConfig.fixed(), "move": BugConfig.with_bugs("guard-
 class Row:
     kernel: str
     impl: str
-    dtype: str
+    dtype: str  # the state's dtype
     batch: int
     captured: int
     us: float
     gbps: float
     pct_copy: float
     null_rows: str = "skip"  # padded rows skipped ("skip") or moving the null block ("move")
+    act: str = ""  # activations' dtype (x, B, C, z, q, k, v, out); "" = the state's (older runs)
+    z: str = "z"  # SSU: gated by z ("z") or not ("none", as mamba_mixer2 calls it)
+    pools: str = "fresh"  # "fresh": each pool randn * 0.1; "cloned": every pool a clone of one randn base
+    tokens: int = 1  # tokens per request: 1 = a decode step, 2..4 = speculative decoding
+    agree: bool | None = None  # the agreement gate with the other implementations (None: not checked)
+    dt: str = "head"  # SSU: A, dt, dt_bias, D one per head, broadcast ("head", mamba_mixer2) or per element
+
+    @property
+    def config(self) -> str:
+        """The configuration key of the row, without the implementation and batch."""
+        return config_key(self.kernel, self.dtype, self.act or self.dtype, self.z, self.pools, self.tokens,
+                          self.dt)
+
+
+def config_key(kernel: str, state: str, act: str, z: str = "z", pools: str = "fresh", tokens: int = 1,
+               dt: str = "head") -> str:
+    key = f"{kernel} state={state} act={act}"
+    if kernel == "ssu":
+        key += f" z={z}"
+        if dt != "head":
+            key += f" dt={dt}"
+    key += f" pools={pools}"
+    if tokens > 1:
+        key += f" T={tokens}"
+    return key
 
 
 # -- shapes (kernels.md) -----------------------------------------------------------
 SSU = dict(nheads=128, headdim=64, dstate=128, ngroups=8)  # NemotronH-8B class
 GDN = dict(H=16, HV=32, K=128, V=128)  # Qwen3-Next TP1
 CONV = dict(dim=8192, width=4)  # Qwen3-Next
+
+# Configurations users run (issue 14): (state, activations) per kernel, z for the SSU, the pools'
+# making, and speculative decoding (T tokens per request, 2-D indices, num_accepted_tokens).
+STATE_ACT = {"ssu": [("fp32", "bf16"), ("bf16", "bf16"), ("fp32", "fp32")],
+             "gdn": [("fp32", "bf16"), ("bf16", "bf16"), ("fp32", "fp32")],
+             "conv": [("bf16", "bf16"), ("fp32", "fp32")]}
+SPEC_TOKENS = [2, 3, 4]
+SPEC_BATCHES = [1, 8, 64, 256]
+VARIANT_BATCHES = [1, 8, 64, 256, 512]  # batches of the secondary variants (z, fresh pools)
+# fla-core 0.6.0's fused_recurrent faulted (illegal address) at batch 512 in the bench's process on
+# the H200, after batches 1..256 had run (docs/results/gpu-session-notes.md): not timed above this.
+FLA_MAX_BATCH = 256
+BENCH_REP_MS = 60  # do_bench's repetition time per row (its warm-up: a quarter of it)
 
 
 def copy_bandwidth(nbytes: int = 2**30) -> float:
@@ -89,7 +138,7 @@ def _indices(active: int, captured: int) -> torch.Tensor:
     return idx.cuda()
 
 
-def time_graph(calls: list[Callable[[], object]]) -> float:
+def time_graph(calls: list[Callable[[], object]], rep_ms: int | None = None) -> float:
     """Microseconds per call of a CUDA graph replaying ``calls`` once each."""
     import triton.testing
 
@@ -103,168 +152,477 @@ def time_graph(calls: list[Callable[[], object]]) -> float:
     with torch.cuda.graph(graph):
         for c in calls:
             c()
-    ms = triton.testing.do_bench(graph.replay, return_mode="median")
+    rep = rep_ms or BENCH_REP_MS
+    ms = triton.testing.do_bench(graph.replay, warmup=max(rep // 4, 5), rep=rep, return_mode="median")
     return ms * 1e3 / len(calls)
 
 
-# -- per-kernel set-ups: each returns (list of closures, bytes moved per call) -------
+def time_eager(calls: list[Callable[[], object]], pools: int = 4) -> tuple[float, float]:
+    """A harness without CUDA graphs: ``triton.testing.do_bench`` of eager calls cycling over ``pools``
+    pools (its default L2 flush before each call, events around each call), and the host's own
+    microseconds per call (the Python wrapper and the launch, the GPU queue never full).
 
-def setup_ssu(active: int, captured: int, dtype: torch.dtype, budget: int, impl: str = "mambalab",
-              bugs: BugConfig | None = None):
-    from mambalab.kernels.mamba_ssm import selective_state_update
+    Returns ``(device_us, host_us)``. When the host needs longer per call than the GPU, the GPU
+    waits between calls and ``device_us`` grows: that is what an eager harness sees of the wrapper.
+    """
+    import time
 
-    nh, hd, ds, ng = SSU["nheads"], SSU["headdim"], SSU["dstate"], SSU["ngroups"]
-    state_bytes = nh * hd * ds * torch.tensor([], dtype=dtype).element_size()
-    pool_bytes = (captured + 1) * state_bytes
-    L = _num_pools(pool_bytes, budget)
-    dev = "cuda"
-    x = torch.randn(captured, nh, hd, device=dev, dtype=dtype)
-    dt = torch.randn(captured, nh, device=dev, dtype=dtype)[:, :, None].expand(captured, nh, hd)  # vLLM's decode
-    A = (-torch.rand(nh, device=dev))[:, None, None].expand(nh, hd, ds)
-    dt_bias = torch.randn(nh, device=dev)[:, None].expand(nh, hd)
-    D = torch.randn(nh, device=dev)[:, None].expand(nh, hd)
-    B = torch.randn(captured, ng, ds, device=dev, dtype=dtype)
-    C = torch.randn(captured, ng, ds, device=dev, dtype=dtype)
-    z = torch.randn(captured, nh, hd, device=dev, dtype=dtype)
-    out = torch.empty_like(x)
-    idx = _indices(active, captured)
-    pools = [torch.randn(captured + 1, nh, hd, ds, device=dev, dtype=dtype) * 0.1 for _ in range(L)]
-    if impl == "vllm":
-        from vllm.model_executor.layers.mamba.ops.mamba_ssm import selective_state_update as vllm_fn  # type: ignore
+    import triton.testing
 
-        calls = [
-            (lambda p=p: vllm_fn(p, x, dt, A, B, C, D, dt_bias=dt_bias, z=z, dt_softplus=True,
-                                 state_batch_indices=idx, out=out))
-            for p in pools
-        ]
-        return calls, active * 2 * state_bytes
-    calls = [
-        (lambda p=p: selective_state_update(p, x, dt, A, B, C, D, dt_bias=dt_bias, z=z, dt_softplus=True,
-                                            state_batch_indices=idx, out=out, bugs=bugs))
-        for p in pools
-    ]
-    return calls, active * 2 * state_bytes
+    calls = calls[:pools]
+    state = {"i": 0}
+
+    def one():
+        calls[state["i"] % len(calls)]()
+        state["i"] += 1
+
+    one()
+    torch.cuda.synchronize()
+    ms = triton.testing.do_bench(one, return_mode="median")
+    torch.cuda.synchronize()
+    n = 64
+    t0 = time.perf_counter()
+    for _ in range(n):
+        one()
+    host = (time.perf_counter() - t0) / n * 1e6
+    torch.cuda.synchronize()
+    return ms * 1e3, host
 
 
-def setup_gdn(active: int, captured: int, dtype: torch.dtype, budget: int, impl: str = "mambalab",
-              bugs: BugConfig | None = None):
+def _esize(dtype: torch.dtype) -> int:
+    return torch.tensor([], dtype=dtype).element_size()
+
+
+class Case:
+    """One configuration's inputs, shared by every implementation (so the gate compares like with like).
+
+    ``call(impl, pool, bugs)`` is one launch of an implementation on ``pool``; ``make_pools(L)`` the
+    ``L`` pools of a cold-cache graph; ``live_slots`` / ``live_out`` what the gate compares.
+    """
+
+    kernel = ""
+    nbytes = 0
+    pool_bytes = 0
+
+    def __init__(self, pools: str):
+        self.pools_mode = pools
+        self._base: torch.Tensor | None = None
+
+    def new_pool(self) -> torch.Tensor:  # pragma: no cover - per kernel
+        raise NotImplementedError
+
+    def make_pools(self, n: int) -> list[torch.Tensor]:
+        if self.pools_mode == "cloned":
+            if self._base is None:
+                self._base = self.new_pool(scale=1.0)
+            return [self._base.clone() for _ in range(n)]
+        return [self.new_pool(scale=0.1) for _ in range(n)]
+
+
+class SSUCase(Case):
+    """``selective_state_update`` as ``mamba_mixer2`` calls it (``A``, ``dt``, ``dt_bias``, ``D`` per head)."""
+
+    kernel = "ssu"
+
+    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head"):
+        super().__init__(pools)
+        nh, hd, ds, ng = SSU["nheads"], SSU["headdim"], SSU["dstate"], SSU["ngroups"]
+        dev = "cuda"
+        self.state_dtype, self.T = state, tokens
+        if tokens == 1:
+            rows, ntok, self.slots = captured, captured, captured + 1
+            self.idx = _indices(active, captured)
+            self.num_acc = self.cu = None
+        else:  # speculative decoding: request r owns slots idx[r, :], reads column num_accepted - 1
+            rows, ntok, self.slots = active, active * tokens, active * tokens + 1
+            self.idx = (torch.randperm(active * tokens, dtype=torch.int32) + 1).view(active, tokens).cuda()
+            self.num_acc = torch.randint(1, tokens + 1, (active,), dtype=torch.int32).cuda()
+            self.cu = torch.arange(0, ntok + 1, tokens, dtype=torch.int32, device=dev)
+        self.rows, self.active, self.live_rows = rows, active, active
+        self.x = torch.randn(ntok, nh, hd, device=dev, dtype=act)
+        if dt == "head":  # mamba_mixer2's decode call: one value per head, broadcast (stride 0)
+            self.dt = torch.randn(ntok, nh, device=dev, dtype=act)[:, :, None].expand(ntok, nh, hd)
+            self.A = (-torch.rand(nh, device=dev))[:, None, None].expand(nh, hd, ds)
+            self.dt_bias = torch.randn(nh, device=dev)[:, None].expand(nh, hd)
+            self.D = torch.randn(nh, device=dev)[:, None].expand(nh, hd)
+        else:  # "element": full tensors (vLLM's kernel tests and tuning benchmark make them so)
+            self.dt = torch.randn(ntok, nh, hd, device=dev, dtype=act)
+            self.A = -torch.rand(nh, hd, ds, device=dev)
+            self.dt_bias = torch.randn(nh, hd, device=dev)
+            self.D = torch.randn(nh, hd, device=dev)
+        self.B = torch.randn(ntok, ng, ds, device=dev, dtype=act)
+        self.C = torch.randn(ntok, ng, ds, device=dev, dtype=act)
+        self.z = torch.randn(ntok, nh, hd, device=dev, dtype=act) if z else None
+        self.out = torch.empty_like(self.x)
+        self.shape = (self.slots, nh, hd, ds)
+        state_bytes = nh * hd * ds * _esize(state)
+        self.pool_bytes = self.slots * state_bytes
+        self.nbytes = active * (2 if tokens == 1 else 1 + tokens) * state_bytes
+
+    def new_pool(self, scale=0.1):
+        p = torch.randn(self.shape, device="cuda", dtype=self.state_dtype)
+        return p.mul_(scale) if scale != 1.0 else p
+
+    def call(self, impl, pool, bugs=None):
+        kw = dict(z=self.z, dt_softplus=True, state_batch_indices=self.idx, out=self.out)
+        if self.T > 1:
+            kw.update(dst_state_batch_indices=self.idx, num_accepted_tokens=self.num_acc, cu_seqlens=self.cu)
+        if impl == "vllm":
+            from vllm.model_executor.layers.mamba.ops.mamba_ssm import selective_state_update as fn  # type: ignore
+
+            return fn(pool, self.x, self.dt, self.A, self.B, self.C, self.D, self.dt_bias, **kw)
+        from mambalab.kernels.mamba_ssm import selective_state_update
+
+        return selective_state_update(pool, self.x, self.dt, self.A, self.B, self.C, self.D, dt_bias=self.dt_bias,
+                                      bugs=bugs, **kw)
+
+    def live_out(self):
+        return self.out[: self.active * self.T]
+
+    def live_slots(self):
+        return self.idx[: self.active].reshape(-1).long()
+
+
+class GDNCase(Case):
+    """``fused_recurrent_gated_delta_rule`` on a slot pool, as vLLM's GDN layer calls it in decode."""
+
+    kernel = "gdn"
+
+    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head"):
+        super().__init__(pools)
+        H, HV, K, V = GDN["H"], GDN["HV"], GDN["K"], GDN["V"]
+        dev = "cuda"
+        self.state_dtype, self.T, self.active = state, tokens, active
+        if tokens == 1:
+            ntok, self.slots = captured, captured + 1
+            self.idx = _indices(active, captured)
+            self.num_acc = None
+            self.cu = torch.arange(captured + 1, dtype=torch.int32, device=dev)
+        else:
+            ntok, self.slots = active * tokens, active * tokens + 1
+            self.idx = (torch.randperm(active * tokens, dtype=torch.int32) + 1).view(active, tokens).cuda()
+            self.num_acc = torch.randint(1, tokens + 1, (active,), dtype=torch.int32).cuda()
+            self.cu = torch.arange(0, ntok + 1, tokens, dtype=torch.int32, device=dev)
+        self.q = torch.randn(1, ntok, H, K, device=dev, dtype=act)
+        self.k = torch.nn.functional.normalize(torch.randn(1, ntok, H, K, device=dev), dim=-1).to(act)
+        self.v = torch.randn(1, ntok, HV, V, device=dev, dtype=act)
+        self.g = -torch.rand(1, ntok, HV, device=dev) * 0.1
+        self.beta = torch.rand(1, ntok, HV, device=dev).to(act)
+        self.shape = (self.slots, HV, V, K)
+        state_bytes = HV * V * K * _esize(state)
+        self.pool_bytes = self.slots * state_bytes
+        self.nbytes = active * (2 if tokens == 1 else 1 + tokens) * state_bytes
+        self.out = None
+
+    def new_pool(self, scale=0.1):
+        p = torch.randn(self.shape, device="cuda", dtype=self.state_dtype)
+        return p.mul_(scale) if scale != 1.0 else p
+
+    def call(self, impl, pool, bugs=None):
+        args = (self.q, self.k, self.v, self.g, self.beta)
+        kw = dict(initial_state=pool, inplace_final_state=True, cu_seqlens=self.cu, ssm_state_indices=self.idx,
+                  num_accepted_tokens=self.num_acc, use_qk_l2norm_in_kernel=True)
+        if impl == "vllm":
+            from vllm.third_party.flash_linear_attention.ops.fused_recurrent import (  # type: ignore
+                fused_recurrent_gated_delta_rule as fn,
+            )
+
+            o, _ = fn(*args, **kw)
+        else:
+            from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
+
+            o, _ = fused_recurrent_gated_delta_rule(*args, bugs=bugs, **kw)
+        self.out = o
+        return o
+
+    def live_out(self):
+        o = self.out.reshape(-1, *self.out.shape[-2:])
+        return o[: self.active * self.T]
+
+    def live_slots(self):
+        return self.idx[: self.active].reshape(-1).long()
+
+
+class ConvCase(Case):
+    """``causal_conv1d_update`` (decode; with ``num_accepted_tokens`` and varlen rows for speculation)."""
+
+    kernel = "conv"
+
+    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head"):
+        super().__init__(pools)
+        dim, width = CONV["dim"], CONV["width"]
+        dev = "cuda"
+        self.state_dtype, self.T, self.active = state, tokens, active
+        self.state_len = width - 1 + (tokens - 1)
+        if tokens == 1:
+            rows, ntok, self.slots = captured, captured, captured + 1
+            self.idx = _indices(active, captured)
+            self.num_acc = self.qsl = None
+        else:
+            rows, ntok, self.slots = active, active * tokens, active + 1
+            self.idx = _indices(active, active)
+            self.num_acc = torch.randint(1, tokens + 1, (active,), dtype=torch.int32).cuda()
+            self.qsl = torch.arange(0, ntok + 1, tokens, dtype=torch.int32, device=dev)
+        self.x = torch.randn(ntok, dim, device=dev, dtype=act)
+        self.w = torch.randn(dim, width, device=dev, dtype=act)
+        self.b = torch.randn(dim, device=dev, dtype=act)
+        self.out = torch.empty_like(self.x)
+        es = _esize(state)
+        self.pool_bytes = self.slots * self.state_len * dim * es
+        hist = width - 1
+        per_req = (hist + (hist - 1 + tokens)) * dim * es if tokens > 1 else 2 * hist * dim * es
+        self.nbytes = active * (per_req + 2 * tokens * dim * _esize(act))
+
+    def new_pool(self, scale=0.1):
+        from mambalab.kernels.causal_conv1d import make_conv_state
+
+        s = make_conv_state(self.slots, CONV["dim"], self.state_len, self.state_dtype, "cuda")
+        s.copy_(torch.randn_like(s) * scale)
+        return s
+
+    def call(self, impl, pool, bugs=None):
+        kw = dict(activation="silu", conv_state_indices=self.idx, out=self.out)
+        if self.T > 1:
+            kw.update(num_accepted_tokens=self.num_acc, query_start_loc=self.qsl, max_query_len=self.T)
+        if impl == "vllm":
+            from vllm.model_executor.layers.mamba.ops.causal_conv1d import causal_conv1d_update as fn  # type: ignore
+
+            return fn(self.x, pool, self.w, self.b, **kw)
+        from mambalab.kernels.causal_conv1d import causal_conv1d_update
+
+        return causal_conv1d_update(self.x, pool, self.w, self.b, bugs=bugs, **kw)
+
+    def live_out(self):
+        return self.out[: self.active * self.T]
+
+    def live_slots(self):
+        return self.idx[: self.active].reshape(-1).long()
+
+
+CASES = {"ssu": SSUCase, "gdn": GDNCase, "conv": ConvCase}
+# relative RMS error allowed between two implementations (kernels.md tolerances, as RMS)
+GATE_TOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 1e-2}
+
+
+def _rel_rms(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.float(), b.float()
+    return float((a - b).pow(2).mean().sqrt() / b.pow(2).mean().sqrt().clamp_min(1e-12))
+
+
+def agreement(case: Case, impls: list[str]) -> tuple[bool, str]:
+    """Run every implementation once on a copy of the same pool; compare outputs and updated slots.
+
+    The untouched slots (the null block included) must stay bit-identical to the input pool.
+    """
+    base = case.make_pools(1)[0]
+    results = {}
+    for impl in impls:
+        pool = base.clone()
+        if case.kernel != "gdn":
+            case.out.fill_(float("nan"))  # poison: every live element must be written
+        case.call(impl, pool, None if impl != "mambalab" else BugConfig.fixed())
+        torch.cuda.synchronize()
+        results[impl] = (case.live_out().clone(), pool)
+    live = case.live_slots()
+    keep = torch.ones(base.shape[0], dtype=torch.bool, device=base.device)
+    keep[live] = False
+    ref_out, ref_pool = results[impls[0]]
+    msgs, ok = [], True
+    for impl in impls:
+        out, pool = results[impl]
+        if not torch.equal(pool[keep], base[keep]):
+            ok = False
+            msgs.append(f"{impl}: untouched slots changed")
+        if not bool(torch.isfinite(out.float()).all()):
+            ok = False
+            msgs.append(f"{impl}: non-finite outputs")
+        if impl == impls[0]:
+            continue
+        e_out = _rel_rms(out, ref_out)
+        e_state = _rel_rms(pool[live], ref_pool[live])
+        tol_out, tol_state = GATE_TOL[out.dtype], GATE_TOL[pool.dtype]
+        if case.kernel == "conv":
+            tol_state = 0.0  # the conv state is a copy of inputs: exact
+        if e_out > tol_out or e_state > tol_state:
+            ok = False
+        msgs.append(f"{impl} vs {impls[0]}: out {e_out:.1e}, state {e_state:.1e}")
+    del results
+    return ok, "; ".join(msgs)
+
+
+def _timed_calls(case: Case, impl: str, budget: int, bugs: BugConfig | None):
+    L = _num_pools(case.pool_bytes, budget)
+    pools = case.make_pools(L)
+    return [(lambda p=p: case.call(impl, p, bugs)) for p in pools]
+
+
+# -- per-kernel set-ups of the older benchmark (scripts/tune_launch.py, profile_kernel.py):
+# each returns (list of closures, bytes moved per call); activations in the state dtype, fresh pools.
+
+def _legacy(kernel):
+    def setup(active: int, captured: int, dtype: torch.dtype, budget: int, impl: str = "mambalab",
+              bugs: BugConfig | None = None, *, act: torch.dtype | None = None, z: bool = True,
+              pools: str = "fresh", tokens: int = 1, dt: str = "head"):
+        if impl == "fla":
+            return setup_fla(active, dtype, budget)
+        case = CASES[kernel](active, captured, dtype, act or dtype, z, pools, tokens, dt)
+        return _timed_calls(case, impl, budget, bugs), case.nbytes
+    setup.__name__ = f"setup_{kernel}"
+    return setup
+
+
+def setup_fla(active: int, dtype: torch.dtype, budget: int):
+    """fla-core's ``fused_recurrent_gated_delta_rule``: dense fp32 state per sequence, fresh final state."""
+    from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fla_fn  # type: ignore
+
     H, HV, K, V = GDN["H"], GDN["HV"], GDN["K"], GDN["V"]
-    esize = torch.tensor([], dtype=dtype).element_size()
-    state_bytes = HV * V * K * esize
     dev = "cuda"
-    q = torch.randn(1, captured, H, K, device=dev, dtype=torch.bfloat16)
-    k = torch.nn.functional.normalize(torch.randn(1, captured, H, K, device=dev), dim=-1).to(torch.bfloat16)
-    v = torch.randn(1, captured, HV, V, device=dev, dtype=torch.bfloat16)
-    g = -torch.rand(1, captured, HV, device=dev) * 0.1
-    beta = torch.rand(1, captured, HV, device=dev).to(torch.bfloat16)
-    cu = torch.arange(captured + 1, dtype=torch.int32, device=dev)
-    if impl == "fla":
-        from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fla_fn  # type: ignore
-
-        # fla keeps a dense state per sequence [N, HV, K, V] and writes a fresh fp32 final state.
-        pool_bytes = active * HV * K * V * 4 * 2
-        L = _num_pools(pool_bytes, budget)
-        qa, ka, va, ga, ba = (t[:, :active] for t in (q, k, v, g, beta))
-        cua = cu[: active + 1]
-        pools = [torch.randn(active, HV, K, V, device=dev, dtype=torch.float32) * 0.1 for _ in range(L)]
-        calls = [
-            (lambda p=p: fla_fn(qa, ka, va, ga, ba, initial_state=p, output_final_state=True, cu_seqlens=cua))
-            for p in pools
-        ]
-        return calls, active * 2 * HV * K * V * 4
-    from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
-
-    pool_bytes = (captured + 1) * state_bytes
+    # one token per sequence as a batch of length-1 sequences (q: [N, 1, H, K]), no cu_seqlens: fla caches
+    # what it derives from cu_seqlens by tensor identity, and in one process measuring many batch sizes
+    # that cache ended in illegal addresses (batch 64 after 57, then 257 after 256).
+    q = torch.randn(active, 1, H, K, device=dev, dtype=torch.bfloat16)
+    k = torch.nn.functional.normalize(torch.randn(active, 1, H, K, device=dev), dim=-1).to(torch.bfloat16)
+    v = torch.randn(active, 1, HV, V, device=dev, dtype=torch.bfloat16)
+    g = -torch.rand(active, 1, HV, device=dev) * 0.1
+    beta = torch.rand(active, 1, HV, device=dev).to(torch.bfloat16)
+    pool_bytes = active * HV * K * V * 4 * 2
     L = _num_pools(pool_bytes, budget)
-    idx = _indices(active, captured)
-    pools = [torch.randn(captured + 1, HV, V, K, device=dev, dtype=dtype) * 0.1 for _ in range(L)]
-    calls = [
-        (lambda p=p: fused_recurrent_gated_delta_rule(
-            q, k, v, g, beta, initial_state=p, inplace_final_state=True, cu_seqlens=cu,
-            ssm_state_indices=idx, use_qk_l2norm_in_kernel=True, bugs=bugs))
-        for p in pools
-    ]
-    return calls, active * 2 * state_bytes
+    pools = [torch.randn(active, HV, K, V, device=dev, dtype=torch.float32) * 0.1 for _ in range(L)]
+    calls = [(lambda p=p: fla_fn(q, k, v, g, beta, initial_state=p, output_final_state=True))
+             for p in pools]
+    return calls, active * 2 * HV * K * V * 4
 
 
-def setup_conv(active: int, captured: int, dtype: torch.dtype, budget: int, impl: str = "mambalab",
-               bugs: BugConfig | None = None):
-    from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
-
-    dim, width = CONV["dim"], CONV["width"]
-    esize = torch.tensor([], dtype=dtype).element_size()
-    state_bytes = dim * (width - 1) * esize
-    pool_bytes = (captured + 1) * state_bytes
-    L = _num_pools(pool_bytes, budget)
-    dev = "cuda"
-    x = torch.randn(captured, dim, device=dev, dtype=dtype)
-    w = torch.randn(dim, width, device=dev, dtype=dtype)
-    b = torch.randn(dim, device=dev, dtype=dtype)
-    out = torch.empty_like(x)
-    idx = _indices(active, captured)
-    pools = []
-    for _ in range(L):
-        s = make_conv_state(captured + 1, dim, width - 1, dtype, dev)
-        s.copy_(torch.randn_like(s))
-        pools.append(s)
-    calls = [
-        (lambda p=p: causal_conv1d_update(x, p, w, b, activation="silu", conv_state_indices=idx, out=out,
-                                          bugs=bugs))
-        for p in pools
-    ]
-    # reads width-1 columns and writes them back, plus x and out
-    return calls, active * (2 * state_bytes + 2 * dim * esize)
-
-
+setup_ssu, setup_gdn, setup_conv = _legacy("ssu"), _legacy("gdn"), _legacy("conv")
 SETUPS = {"ssu": setup_ssu, "gdn": setup_gdn, "conv": setup_conv}
 
 
+def baselines() -> dict[str, list[str]]:
+    """The other implementations importable here, per kernel: vLLM's own (all three), fla-core (GDN)."""
+    out: dict[str, list[str]] = {"ssu": [], "gdn": [], "conv": []}
+    _vllm_path()
+    try:
+        from vllm.model_executor.layers.mamba.ops.causal_conv1d import causal_conv1d_update  # noqa: F401
+        from vllm.model_executor.layers.mamba.ops.mamba_ssm import selective_state_update  # noqa: F401
+        from vllm.third_party.flash_linear_attention.ops.fused_recurrent import (  # noqa: F401
+            fused_recurrent_gated_delta_rule,
+        )
+
+        for k in out:
+            out[k].append("vllm")
+    except Exception as e:  # noqa: BLE001
+        print(f"# vLLM's kernels not importable ({type(e).__name__}: {e}); no vLLM baseline", flush=True)
+    try:
+        import fla  # noqa: F401
+
+        out["gdn"].append("fla")
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+def _vllm_path() -> None:
+    """Put the extracted vLLM kernels (scripts/vllm_baseline.py: ``.vllm/``) on the path, if present."""
+    import os
+    from pathlib import Path
+
+    for cand in (os.environ.get("MAMBALAB_VLLM_DIR"), Path.cwd() / ".vllm",
+                 Path(__file__).resolve().parents[3] / ".vllm"):
+        if cand and (Path(cand) / "vllm" / "__init__.py").exists() and str(cand) not in sys.path:
+            sys.path.insert(0, str(cand))
+            return
+
+
+def plan(kernels, batches, padded, null_rows=("skip",), full: bool = True):
+    """The rows to measure: (kernel, state, act, z, pools, tokens, active, captured, null_rows, dt)."""
+    out = []
+    for k in kernels:
+        for state, act in STATE_ACT[k]:
+            main_pools = "cloned"
+            zs = ["none", "z"] if k == "ssu" else ["z"]
+            main_z = zs[0]
+            shapes = [(b, b, "skip") for b in batches] + [(a, c, m) for a, c in padded for m in null_rows]
+            for a, c, m in shapes:
+                out.append((k, state, act, main_z, main_pools, 1, a, c, m, "head"))
+            if full and act == "bf16":
+                vb = [b for b in VARIANT_BATCHES if b in batches]
+                for b in vb:
+                    out.append((k, state, act, main_z, "fresh", 1, b, b, "skip", "head"))
+                    if k == "ssu":
+                        out.append((k, state, act, "z", main_pools, 1, b, b, "skip", "head"))
+                        out.append((k, state, act, main_z, main_pools, 1, b, b, "skip", "element"))
+            if full and (act == "bf16" or k == "conv"):
+                for T in SPEC_TOKENS:
+                    for b in SPEC_BATCHES:
+                        out.append((k, state, act, main_z, main_pools, T, b, b, "skip", "head"))
+    return out
+
+
 def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
-        null_rows: tuple[str, ...] = ("skip",)) -> tuple[list[Row], float]:
+        null_rows: tuple[str, ...] = ("skip",), full: bool = True,
+        state_act: dict | None = None) -> tuple[list[Row], float]:
     copy_gbps = copy_bandwidth()
     budget = int(budget_gb * 2**30)
     rows: list[Row] = []
-    impls = {k: ["mambalab"] for k in kernels}
-    if extra_impls:
-        try:
-            import fla  # noqa: F401
-
-            impls.get("gdn", []).append("fla")
-        except Exception:
-            pass
-        try:
-            import vllm  # noqa: F401
-
-            impls.get("ssu", []).append("vllm")
-        except Exception:
-            pass
-    for kname in kernels:
-        for dname in dtypes:
-            shapes = [(b, b, "skip") for b in batches] + [(a, c, m) for a, c in padded for m in null_rows]
-            for impl in impls[kname]:
-                if impl == "fla" and dname != "fp32":
-                    continue  # fla's final state is fp32
-                for active, captured, mode in shapes:
-                    if impl != "mambalab" and (active != captured or mode != "skip"):
-                        continue  # baselines: no slot indices / no guard switch
-                    bugs = NULL_ROW_MODES[mode] if impl == "mambalab" else None
-                    calls, nbytes = SETUPS[kname](active, captured, DTYPES[dname], budget, impl, bugs)
-                    us = time_graph(calls)
-                    gbps = nbytes / (us * 1e-6) / 1e9
-                    rows.append(Row(kname, impl, dname, active, captured, us, gbps, 100 * gbps / copy_gbps, mode))
-                    print(_fmt(rows[-1]), flush=True)
-                    del calls
-                    torch.cuda.empty_cache()
+    others = baselines() if extra_impls else {k: [] for k in kernels}
+    global STATE_ACT
+    saved = STATE_ACT
+    STATE_ACT = state_act or {k: [sa for sa in saved[k] if sa[0] in dtypes] for k in saved}
+    try:
+        todo = plan(kernels, batches, padded, null_rows, full)
+    finally:
+        STATE_ACT = saved
+    fla_batches = []
+    try:
+        for k, state, act, z, pools, T, active, captured, mode, dt in todo:
+            case = CASES[k](active, captured, DTYPES[state], DTYPES[act], z == "z", pools, T, dt)
+            impls = ["mambalab"] + ([i for i in others[k] if i == "vllm"] if mode == "skip" else [])
+            agree = None
+            if len(impls) > 1:
+                agree, msg = agreement(case, impls)
+                if not agree:
+                    print(f"# GATE FAILED {config_key(k, state, act, z, pools, T, dt)} batch {active}/{captured}: "
+                          f"{msg}", flush=True)
+            for impl in impls:
+                bugs = NULL_ROW_MODES[mode] if impl == "mambalab" else None
+                calls = _timed_calls(case, impl, budget, bugs)
+                us = time_graph(calls)
+                del calls
+                gbps = case.nbytes / (us * 1e-6) / 1e9
+                rows.append(Row(k, impl, state, active, captured, us, gbps, 100 * gbps / copy_gbps, mode,
+                                act, z, pools, T, agree, dt))
+                print(_fmt(rows[-1]), flush=True)
+            # fla-core: dense fp32 state, no slot indices: the unpadded decode rows of fp32 state, timed last
+            if ("fla" in others[k] and state == "fp32" and act == "bf16" and T == 1 and active == captured
+                    and pools == "cloned" and dt == "head" and active <= FLA_MAX_BATCH):
+                fla_batches.append((k, state, act, z, pools, active))
+            del case
+            torch.cuda.empty_cache()
+        for k, state, act, z, pools, active in fla_batches:
+            calls, nbytes = setup_fla(active, DTYPES[state], budget)
+            us = time_graph(calls)
+            del calls
+            gbps = nbytes / (us * 1e-6) / 1e9
+            rows.append(Row(k, "fla", state, active, active, us, gbps, 100 * gbps / copy_gbps, "skip",
+                            act, z, pools, 1, None))
+            print(_fmt(rows[-1]), flush=True)
+            torch.cuda.empty_cache()
+    except (RuntimeError, torch.AcceleratorError if hasattr(torch, "AcceleratorError") else RuntimeError) as e:
+        # a kernel fault leaves the CUDA context unusable: keep what was measured, say where it stopped
+        print(f"# STOPPED after {len(rows)} rows: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
     return rows, copy_gbps
 
 
 def _fmt(r: Row) -> str:
-    return (f"| {r.kernel} | {r.impl} | {r.dtype} | {r.batch} | {r.captured} | {r.null_rows} | {r.us:.2f} | "
-            f"{r.gbps:.0f} | {r.pct_copy:.0f}% |")
+    gate = {None: "", True: "ok", False: "FAIL"}[r.agree]
+    zcol = (r.z + ("" if r.dt == "head" else f", dt/{r.dt}")) if r.kernel == "ssu" else ""
+    return (f"| {r.kernel} | {r.impl} | {r.dtype} | {r.act or r.dtype} | {zcol} | "
+            f"{r.pools} | {r.tokens} | {r.batch} | {r.captured} | {r.null_rows} | {r.us:.2f} | "
+            f"{r.gbps:.0f} | {r.pct_copy:.0f}% | {gate} |")
 
 
-HEADER = ("| kernel | impl | state | batch | captured | padded rows | µs/call | GB/s | % of copy |\n"
-          "|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| kernel | impl | state | act | z | pools | T | batch | captured | padded rows | µs/call | GB/s | "
+          "% of copy | gate |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def environment() -> dict:
@@ -282,6 +640,24 @@ def environment() -> dict:
     }
 
 
+def _baseline_versions() -> dict:
+    out = {}
+    try:
+        import vllm  # type: ignore
+
+        out["vllm"] = getattr(vllm, "__version__", "?") + (" (decode kernels extracted by scripts/vllm_baseline.py)"
+                                                          if "Stand-in" in (vllm.__doc__ or "") else "")
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import fla  # type: ignore
+
+        out["fla"] = getattr(fla, "__version__", "?")
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mambalab bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -292,6 +668,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baselines", action="store_true", help="skip fla-core / vLLM even if importable")
     ap.add_argument("--null-rows", choices=["skip", "move", "both"], default="both",
                     help="padded rows skipped by the guard, moving the null block's state, or both (default)")
+    ap.add_argument("--quick", action="store_true",
+                    help="only the main configuration of each (state, activations) pair: no z / fresh-pool "
+                         "variants, no speculative decoding rows")
     ap.add_argument("--budget-gb", type=float, default=24.0, help="GPU memory for state pools")
     ap.add_argument("--markdown", help="write the table to this file")
     ap.add_argument("--json", help="write rows and environment as JSON")
@@ -312,10 +691,13 @@ def main(argv: list[str] | None = None) -> int:
     batches = [int(b) for b in args.batches.split(",") if b.strip()]
     torch.manual_seed(0)
     env = environment()
+    others = baselines() if not args.no_baselines else {}
+    env["baselines"] = {k: v for k, v in others.items() if v}
+    env.update(_baseline_versions())
     print(f"# {env}\n{HEADER}", flush=True)
     modes = ("skip", "move") if args.null_rows == "both" else (args.null_rows,)
     rows, copy_gbps = run(kernels, dtypes, batches, [] if args.no_padded else PADDED, args.budget_gb,
-                          not args.no_baselines, modes)
+                          not args.no_baselines, modes, full=not args.quick)
     print(f"copy peak: {copy_gbps:.0f} GB/s")
     if args.markdown:
         with open(args.markdown, "w") as f:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -113,6 +114,7 @@ def _ssu_kernel(
     CLAMP_ACCEPTED: tl.constexpr,  # always True: the SSU has always clamped num_accepted - 1
     BLOCK_M: tl.constexpr,  # rows of the head dim per program
     BLOCK_N: tl.constexpr,  # next_power_of_2(dstate): the whole state row
+    USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+; off on the interpreter)
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
@@ -120,6 +122,13 @@ def _ssu_kernel(
     pid_m = tl.program_id(0)
     pid_r = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if USE_PDL:
+        # Programmatic dependent launch (as vLLM's causal_conv1d does): let the next launch's programs be
+        # scheduled now, then wait until every earlier launch has finished and its writes are visible.
+        # Nothing is read before the wait, so the order of reads and writes is the one without PDL; what
+        # overlaps is the launch of this grid with the tail of the previous one.
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
 
     # -- which tokens belong to this request --------------------------------
     if IS_VARLEN:
@@ -262,7 +271,11 @@ def _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, ma
             dt += dt_bias
         if DT_SOFTPLUS:
             dt = _softplus(dt)
-        dA = tl.exp(A * dt[:, None])
+        # One exponential per state element: exp2 on the pre-scaled argument is one ex2.approx
+        # instruction, where tl.exp goes through libdevice's range-checked expf (vLLM's
+        # triton_helpers.fast_exp does the same). On an H200 this path ran at 78-80% of copy with
+        # tl.exp against 86-89% for vLLM's kernel (docs/benchmarks.md, issue 14).
+        dA = tl.math.exp2(A * dt[:, None] * 1.4426950408889634)
         dBx = (B[None, :] * dt[:, None]) * x[:, None]
     state = state * dA + dBx
     out = tl.sum(state * C[None, :], axis=1)
@@ -291,18 +304,23 @@ class LaunchConfig:
             raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {self.num_warps}")
 
 
-# Rows of the head dim per program, by state element size, and one warp per
-# program: measured best on an H200 (scripts/tune_launch.py; docs/benchmarks.md).
-# Small tiles on one warp put many programs on each SM, so many independent
-# load-compute-store chains overlap; that beats fewer, wider programs here.
-# (bf16 was 4 rows while a per-element dt made it instruction-bound; with
-# vLLM's per-head dt 8 rows win: 89% of copy against 78% at batch 256.)
-BLOCK_M_BY_ELEMENT_SIZE = {4: 8, 2: 8}
+# The launch table (no autotune: it would re-run the kernel on live state), measured on an H200 at the
+# kernels.md shapes against vLLM 0.33's tuned kernel in the same process (scripts/tune_launch.py;
+# docs/benchmarks.md, issue 14). One warp per program everywhere: many small independent programs keep
+# more loads in flight per SM than fewer wide ones. Rows of the head dim per program (BLOCK_M):
+#
+#   one token a request, A/dt per head (mamba_mixer2's decode call, "tied"):
+#       fp32 state: 4 rows while requests x heads < SMALL_EFFECTIVE_BATCH (batch <= 8 at 128 heads:
+#                   latency-bound, the most programs win), else 16 rows (90-92% of copy from batch 64)
+#       bf16 state: 16 rows (one 4 KiB tile a program)
+#   several tokens a request (speculative decoding, varlen): fp32 8 rows, bf16 16 rows
+#   A/dt per element ("untied": a full A tile and one exp per element, more registers): UNTIED_BLOCK_M
+BLOCK_M_TIED = {4: 16, 2: 16}
+BLOCK_M_TIED_SMALL = {4: 4, 2: 16}
+BLOCK_M_MULTI_TOKEN = {4: 8, 2: 16}
+UNTIED_BLOCK_M = {4: 4, 2: 8}
+SMALL_EFFECTIVE_BATCH = 16 * 128  # requests x heads below which fp32 takes the small tile
 NUM_WARPS = 1
-# Programs per SM below which a launch is too small to keep enough loads in
-# flight: then the tile is shrunk (small batches).
-MIN_PROGRAMS_PER_SM = 8
-MIN_BLOCK_M = 4
 
 _override: LaunchConfig | None = None
 
@@ -314,17 +332,16 @@ def _sm_count(device_index: int) -> int:
 
 def choose_launch_config(
     nheads: int, dim: int, dstate: int, num_requests: int, state_dtype: torch.dtype,
-    device: torch.device | None = None,
+    device: torch.device | None = None, *, tied: bool = True, multi_token: bool = False,
 ) -> LaunchConfig:
-    """The launch rule (no autotune: it would re-run the kernel on live state).
+    """The launch rule (the table above; no autotune: it would re-run the kernel on live state).
 
     * The tile covers the whole (padded) ``dstate`` row, so a warp reads
       contiguous, 16-byte-vectorised state rows (``stride(-1) == 1``).
-    * ``BLOCK_M`` = 8 rows, one warp: the fastest of a sweep over 4..64 rows
-      x 1..16 warps at the kernels.md shapes on an H200 (with vLLM's per-head
-      ``dt``: 91% of copy bandwidth fp32, 89% bf16 at batch 512).
-    * While the grid has fewer than ``MIN_PROGRAMS_PER_SM`` programs per SM
-      (small batches), halve ``BLOCK_M`` (down to 4) for parallelism.
+    * ``BLOCK_M`` rows of the head dim per program, one warp, from the table:
+      by state element size, by whether ``A``/``dt`` are per head (``tied``),
+      by one token or several a request (``multi_token``), and for fp32 by the
+      effective batch (requests x heads).
 
     On the interpreter (no GPU) the whole head is one tile: fewer programs,
     faster Python. :func:`launch_config_override` pins a configuration
@@ -332,18 +349,36 @@ def choose_launch_config(
     """
     if _override is not None:
         return _override
-    block_n = triton.next_power_of_2(dstate)
     elem = torch.empty((), dtype=state_dtype).element_size()
     dim_p2 = triton.next_power_of_2(dim)
     if INTERPRET or device is None or device.type != "cuda":
         return LaunchConfig(block_m=dim_p2, num_warps=4)
-    block_m = min(BLOCK_M_BY_ELEMENT_SIZE.get(elem, 4), dim_p2)
-    min_programs = MIN_PROGRAMS_PER_SM * _sm_count(device.index if device.index is not None
-                                                   else torch.cuda.current_device())
-    while block_m > MIN_BLOCK_M and triton.cdiv(dim, block_m) * num_requests * nheads < min_programs:
-        block_m //= 2
-    num_warps = NUM_WARPS
-    return LaunchConfig(block_m=block_m, num_warps=num_warps)
+    size = 4 if elem >= 4 else 2
+    if not tied:
+        block_m = UNTIED_BLOCK_M[size]
+    elif multi_token:
+        block_m = BLOCK_M_MULTI_TOKEN[size]
+    elif num_requests * nheads < SMALL_EFFECTIVE_BATCH:
+        block_m = BLOCK_M_TIED_SMALL[size]
+    else:
+        block_m = BLOCK_M_TIED[size]
+    return LaunchConfig(block_m=min(block_m, dim_p2), num_warps=NUM_WARPS)
+
+
+def use_pdl(device: torch.device) -> bool:
+    """Programmatic dependent launch: on a CUDA GPU of compute capability 9.0 or later, never on the
+    interpreter; ``MAMBALAB_PDL=0`` turns it off, ``=1`` on (where the GPU has it)."""
+    if INTERPRET or device.type != "cuda":
+        return False
+    flag = os.environ.get("MAMBALAB_PDL", "1")
+    return flag != "0" and _capability(device.index if device.index is not None
+                                       else torch.cuda.current_device()) >= 90
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(device_index: int) -> int:
+    major, minor = torch.cuda.get_device_capability(device_index)
+    return 10 * major + minor
 
 
 @contextlib.contextmanager
@@ -428,9 +463,13 @@ def selective_state_update(
     if p.num_requests == 0 or p.x.shape[0] == 0:
         return p.finish()
 
-    cfg = choose_launch_config(p.nheads, p.dim, p.dstate, p.num_requests, p.state.dtype,
-                               p.state.device)
     tied = _is_tied(p.A, p.dt, p.dt_bias)
+    one_token = (p.cu_seqlens is None and p.num_accepted_tokens is None and p.tokens_per_request == 1)
+    cfg = choose_launch_config(p.nheads, p.dim, p.dstate, p.num_requests, p.state.dtype,
+                               p.state.device, tied=tied, multi_token=not one_token)
+    # PDL helps the 16-bit state and the larger fp32 launches; the small fp32 tiles (batch <= 8) ran
+    # slower with it on an H200 (batch 2: 64% -> 58% of copy), so they launch without it.
+    pdl = use_pdl(p.state.device) and not (p.state.element_size() >= 4 and cfg.block_m <= 4)
     has_idx = p.src is not None
     zero2 = (0, 0)
     dtb_s = p.dt_bias.stride() if p.dt_bias is not None else zero2
@@ -439,7 +478,7 @@ def selective_state_update(
     src_s = p.src.stride() if has_idx else zero2
     dst_s = p.dst.stride() if has_idx else zero2
     grid = (triton.cdiv(p.dim, cfg.block_m), p.num_requests, p.nheads)
-    one_token = (p.cu_seqlens is None and p.num_accepted_tokens is None and p.tokens_per_request == 1)
+    launch_opts = {"USE_PDL": True, "launch_pdl": True} if pdl else {}
 
     sanitizer.launch(
         _ssu_kernel, grid,
@@ -479,6 +518,7 @@ def selective_state_update(
         BLOCK_M=cfg.block_m,
         BLOCK_N=triton.next_power_of_2(p.dstate),
         num_warps=cfg.num_warps,
+        **launch_opts,
     )
     return p.finish()
 
@@ -488,5 +528,6 @@ __all__ = [
     "LaunchConfig",
     "choose_launch_config",
     "launch_config_override",
+    "use_pdl",
     "KERNEL_NAME",
 ]
