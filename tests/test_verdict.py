@@ -38,3 +38,20 @@ def test_verdicts_survive_pickling_and_json_shape():
     assert pickle.loads(pickle.dumps(v)) == v
     d = Verdict(ok=False, illegal=IllegalAccess(step=1, rank=0, slot=-1)).to_dict()
     assert d["illegal"]["slot"] == -1 and d["crash"] is None and d["summary"].startswith("ILLEGAL")
+
+
+def test_a_startup_crash_keeps_the_sanitizers_report():
+    from mambalab.lab.sanitizer_report import IllegalMemoryAccess, Violation
+
+    v = Violation(kernel="fused_recurrent_gated_delta_rule", pid=(0, 0, 0), row=0, op="load", arg="state_indices",
+                  index=-1, slot=-1, num_slots=8, numel=8, shape=(4, 2), address=0, nbytes=4, lanes=1)
+    try:
+        try:
+            raise IllegalMemoryAccess([v])
+        except IllegalMemoryAccess as e:
+            raise RuntimeError("CUDA-graph capture failed") from e
+    except RuntimeError as err:
+        crash = Crash.at_startup(err)
+    assert crash.kind == "startup" and crash.illegal is not None
+    assert crash.illegal.kernel == "fused_recurrent_gated_delta_rule" and crash.illegal.arg == "state_indices"
+    assert Crash.at_startup(ValueError("no access")).illegal is None and Crash.at_startup("text").illegal is None

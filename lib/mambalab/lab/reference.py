@@ -12,7 +12,6 @@ from __future__ import annotations
 import torch
 
 from mambalab.engine.core import Engine, EngineCrash
-from mambalab.lab.sanitizer import IllegalMemoryAccess
 from mambalab.lab.verdict import STATE_ATOL, Crash, Divergence, IllegalAccess, Verdict
 
 
@@ -28,14 +27,12 @@ def judge(engine: Engine, crash: EngineCrash | None = None) -> Verdict:
     if crash is not None:
         v.ok = False
         err = crash.error
-        if isinstance(err, IllegalMemoryAccess) or isinstance(err.__cause__, IllegalMemoryAccess):
-            ima = err if isinstance(err, IllegalMemoryAccess) else err.__cause__
-            v.illegal = IllegalAccess(step=crash.step, rank=crash.rank, kernel=ima.kernel, row=ima.row, op=ima.op,
-                                      arg=ima.arg, slot=ima.slot, index=ima.index, num_slots=ima.num_slots)
-        elif "illegal memory access" in str(err).lower() or "illegal address" in str(err).lower():
+        v.illegal = IllegalAccess.from_error(err, crash.step, crash.rank)
+        cuda_fault = "illegal memory access" in str(err).lower() or "illegal address" in str(err).lower()
+        if v.illegal is None and cuda_fault:
             # On a GPU there is no sanitizer: the hardware (or CUDA) reports the fault.
             v.illegal = IllegalAccess(step=crash.step, rank=crash.rank, message=str(err).splitlines()[0])
-        else:
+        elif v.illegal is None:
             v.crash = Crash.in_step(crash.step, crash.rank, err)
         return v
     for res in engine.results.values():

@@ -209,8 +209,8 @@ def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
             break
     if verdict.crash is not None and verdict.crash.kind == "startup":
         out.append("crash while capturing CUDA graphs at start-up")
-        msg = verdict.crash.message
-        if "IllegalMemoryAccess" in msg and "gated_delta_rule" in msg and "'state_indices'" in msg:
+        ill = verdict.crash.illegal
+        if ill is not None and "gated_delta" in str(ill.kernel) and "indices" in str(ill.arg):
             out.append("the capture batch's padded rows carry num_accepted_tokens = 0; the GDN kernel "
                        "loads column num_accepted_tokens - 1 = -1 unbounded: row 0 reads before the "
                        "state-index tensor (the Mamba SSU clamps max(num_accepted - 1, 0))")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from mambalab.lab.sanitizer_report import IllegalMemoryAccess
+
 STATE_ATOL = 1e-4
 
 
@@ -54,6 +56,15 @@ class IllegalAccess:
     def from_sanitizer(self) -> bool:
         return self.kernel is not None
 
+    @classmethod
+    def from_error(cls, error: BaseException, step: int, rank: int | None) -> "IllegalAccess | None":
+        """The sanitizer's report carried by ``error`` (itself or its cause), or None."""
+        ima = error if isinstance(error, IllegalMemoryAccess) else error.__cause__
+        if not isinstance(ima, IllegalMemoryAccess):
+            return None
+        return cls(step=step, rank=rank, kernel=ima.kernel, row=ima.row, op=ima.op, arg=ima.arg, slot=ima.slot,
+                   index=ima.index, num_slots=ima.num_slots)
+
     def describe(self) -> str:
         if not self.from_sanitizer:
             return f"ILLEGAL MEMORY ACCESS at step {self.step}, rank {self.rank} (CUDA): {self.message}"
@@ -72,13 +83,16 @@ class Crash:
     ``kind``: ``startup`` (the engine could not be built, e.g. a CUDA graph that
     cannot be captured), ``step`` (an error inside step ``step`` on ``rank``),
     ``unfinished`` (the workload did not finish within ``step`` steps: a hang),
-    ``worker`` (the process running it died). ``message``: the error's type and text.
+    ``worker`` (the process running it died). ``message``: the error's type and text;
+    ``illegal``: the sanitizer's report when an illegal access caused it (e.g. while
+    capturing CUDA graphs at start-up).
     """
 
     kind: str
     message: str
     step: int | None = None
     rank: int | None = None
+    illegal: IllegalAccess | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in CRASH_KINDS:
@@ -86,7 +100,10 @@ class Crash:
 
     @classmethod
     def at_startup(cls, error: BaseException | str) -> "Crash":
-        return cls("startup", error if isinstance(error, str) else f"{type(error).__name__}: {error}")
+        if isinstance(error, str):
+            return cls("startup", error)
+        return cls("startup", f"{type(error).__name__}: {error}",
+                   illegal=IllegalAccess.from_error(error, step=0, rank=None))
 
     @classmethod
     def in_step(cls, step: int, rank: int, error: BaseException) -> "Crash":
