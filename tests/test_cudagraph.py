@@ -58,3 +58,54 @@ def test_dp_ranks_pad_to_the_largest():
 def test_dispatch_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         dispatch(**kwargs, uniform_decode=True, capture_sizes=[1, 2], max_num_seqs=8)
+
+
+# -- v0.33: _set_cudagraph_sizes (vllm/config/vllm.py) and its spec-decode adjustment --------
+from mambalab.worker.cudagraph_dispatcher import (  # noqa: E402
+    adjust_cudagraph_sizes_for_spec_decode,
+    cudagraph_capture_sizes,
+    set_cudagraph_sizes,
+)
+
+
+def test_set_cudagraph_sizes_default_list():
+    """max_num_seqs=256, q=1, non-Blackwell, max_num_batched_tokens >= 512: 51 sizes, 1..512."""
+    sizes, top = set_cudagraph_sizes(256, 8192)
+    assert top == 512 and len(sizes) == 51 and sizes == default_capture_sizes(256)
+    # the ceiling is capped by max_num_batched_tokens, which joins the list when it fits
+    sizes, top = set_cudagraph_sizes(256, 100)
+    assert top == 100 and sizes[-1] == 100 and 96 in sizes and 104 not in sizes
+    # q == 1 (v0.31+): max_num_seqs joins the list when it fits
+    assert 5 in set_cudagraph_sizes(5, 64)[0]
+
+
+def test_set_cudagraph_sizes_adds_uniform_decode_sizes():
+    """v0.29+: with q > 1, n * q for n in the request grid, within the ceiling."""
+    sizes, top = set_cudagraph_sizes(4, 64, uniform_decode_query_len=3)
+    assert top == 24  # min(4 * 3 * 2, 512), then min(64, .)
+    assert sizes == [1, 2, 3, 4, 6, 8, 12, 16, 24]
+
+
+def test_adjust_rounds_up_to_multiples_of_q():
+    """Upstream rounds up (it does not multiply): [1, 2, 4, 8, 16] with q = 3, max 24 ->
+    3, 3, 6, 9, 18 -> [3, 6, 9, 18]; the ceiling becomes the largest kept."""
+    assert adjust_cudagraph_sizes_for_spec_decode([1, 2, 4, 8, 16], 24, 3) == ([3, 6, 9, 18], 18)
+    # a rounded size above the ceiling is dropped
+    assert adjust_cudagraph_sizes_for_spec_decode([4, 8, 23], 23, 4) == ([4, 8], 8)
+    # nothing left but q fits: [q]; q above the ceiling: an error
+    assert adjust_cudagraph_sizes_for_spec_decode([5], 6, 6) == ([6], 6)
+    with pytest.raises(ValueError):
+        adjust_cudagraph_sizes_for_spec_decode([5], 5, 6)
+    # q <= 1 or no sizes: unchanged
+    assert adjust_cudagraph_sizes_for_spec_decode([1, 3], 4, 1) == ([1, 3], 4)
+    assert adjust_cudagraph_sizes_for_spec_decode([], 4, 2) == ([], 4)
+
+
+def test_capture_sizes_with_spec_decode_are_not_a_product():
+    """max_num_seqs 256, one speculative token: every size a multiple of 2 up to 512, including
+    24 and 272 (a rounded token size), which q * (request-count grid) would never give."""
+    sizes = cudagraph_capture_sizes(256, 8192, num_speculative_tokens=1)
+    assert sizes[0] == 2 and sizes[-1] == 512 and all(s % 2 == 0 for s in sizes)
+    assert 24 in sizes and 272 in sizes
+    assert 24 not in {2 * b for b in default_capture_sizes(256)}
+    assert cudagraph_capture_sizes(4, 64, num_speculative_tokens=2) == [3, 6, 9, 12, 18, 24]

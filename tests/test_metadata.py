@@ -21,7 +21,7 @@ def cm_from(query_lens, num_tokens=None, is_prefilling=None, seq_lens=None):
     qsl[1:] = torch.cumsum(ql, 0)
     seq = torch.tensor(seq_lens if seq_lens is not None else [int(x) + 10 for x in ql], dtype=torch.int32)
     return CommonAttentionMetadata(
-        query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=seq, seq_lens_cpu=seq,
+        query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=seq, seq_lens_cpu_upper_bound=seq,
         num_reqs=len(ql), num_actual_tokens=num_tokens if num_tokens is not None else int(ql.sum()),
         max_query_len=int(ql.max()), max_seq_len=int(seq.max()),
         block_table_tensor=torch.zeros(len(ql), 1, dtype=torch.int32),
@@ -144,3 +144,35 @@ def test_reorder_puts_decodes_first():
     for rid, row in ib.req_id_to_index.items():
         assert ib.block_table[0].row(row) == [int(rid[1:]) + 1]
     assert not reorder_batch_to_split_decodes_and_prefills(ib, sched, 1, False)
+
+
+# -- CommonAttentionMetadata takes exactly vLLM 0.33's constructor arguments ----------------
+
+V033_FIELDS = [
+    "query_start_loc", "query_start_loc_cpu", "seq_lens", "num_reqs", "num_actual_tokens",
+    "max_query_len", "max_seq_len", "block_table_tensor", "slot_mapping", "causal",
+    "logits_indices_padded", "num_logits_indices", "max_logits_per_req", "encoder_seq_lens",
+    "encoder_seq_lens_cpu", "dcp_local_seq_lens", "dcp_local_seq_lens_cpu_upper_bound",
+    "positions", "is_prefilling", "seq_lens_cpu_upper_bound", "req_idx", "mm_req_doc_ranges",
+    "rswa_prefix_lens", "replayssm_decode_base_cpu", "_num_computed_tokens_cache",
+    "_token_to_req_indices_cache",
+]
+
+
+def test_common_attention_metadata_has_v033_fields():
+    """``vllm/v1/attention/backend.py`` at v0.33: nine required fields, the rest optional; no
+    ``seq_lens_cpu`` (a learner building one the upstream way must not get a TypeError)."""
+    import dataclasses
+
+    fields = dataclasses.fields(CommonAttentionMetadata)
+    assert [f.name for f in fields] == V033_FIELDS
+    required = [f.name for f in fields if f.default is dataclasses.MISSING]
+    assert required == V033_FIELDS[:9]
+    qsl = torch.tensor([0, 1, 3], dtype=torch.int32)
+    seq = torch.tensor([5, 7], dtype=torch.int32)
+    cm = CommonAttentionMetadata(qsl, qsl, seq, 2, 3, 2, 7, torch.zeros(2, 1, dtype=torch.int32),
+                                 torch.zeros(3, dtype=torch.int64))
+    assert cm.seq_lens_cpu.tolist() == [5, 7]  # derived from seq_lens
+    assert cm.num_computed_tokens_cpu.tolist() == [4, 5] and cm.batch_size() == 2
+    with pytest.raises(TypeError):
+        CommonAttentionMetadata(qsl, qsl, seq, 2, 3, 2, 7, torch.zeros(2, 1), torch.zeros(3), seq_lens_cpu=seq)

@@ -1,9 +1,11 @@
 """Attention metadata common to every backend, its decode/prefill split, and how a step builds it.
 
-Mirrors ``vllm/v1/attention/backends/utils.py`` (``CommonAttentionMetadata``,
-``split_decodes_and_prefills``, ``reorder_batch_to_split_decodes_and_prefills``)
-and the metadata part of ``vllm/v1/worker/gpu_model_runner.py``
-(``_build_attention_metadata``). Two catalogue fixes live here:
+Mirrors, as in vLLM 0.33: ``CommonAttentionMetadata`` of
+``vllm/v1/attention/backend.py`` (same constructor arguments), and
+``split_decodes_and_prefills`` / ``reorder_batch_to_split_decodes_and_prefills``
+of ``vllm/v1/attention/backends/utils.py``, and the metadata part of
+``vllm/v1/worker/gpu_model_runner.py`` (``_build_attention_metadata``).
+Two catalogue fixes live here:
 
 * padded block-table rows are filled with ``NULL_BLOCK_ID`` (#35431; ``-1``
   before, switch ``pad-minus-one``);
@@ -27,25 +29,58 @@ if TYPE_CHECKING:
 
 @dataclass
 class CommonAttentionMetadata:
-    """Per-step metadata shared by all attention groups (padded sizes)."""
+    """Per-step metadata shared by all attention groups (padded sizes).
+
+    The constructor takes exactly vLLM 0.33's arguments, in its order: the required
+    ones, then ``causal`` and the optional ones. The lab reads ``query_start_loc(_cpu)``,
+    ``seq_lens``, the sizes, ``block_table_tensor``, ``slot_mapping``, ``positions``,
+    ``is_prefilling`` (#41873) and ``seq_lens_cpu_upper_bound`` (the CPU lengths, exact
+    here: the lab has no async spec decode); the other optional fields are accepted and
+    unused (logits, encoder, DCP, multimodal, RSWA, ReplaySSM). There is no
+    ``seq_lens_cpu`` argument upstream: :attr:`seq_lens_cpu` is derived.
+    """
 
     query_start_loc: torch.Tensor
     query_start_loc_cpu: torch.Tensor
     seq_lens: torch.Tensor
-    seq_lens_cpu: torch.Tensor
     num_reqs: int
     num_actual_tokens: int
     max_query_len: int
     max_seq_len: int
     block_table_tensor: torch.Tensor
     slot_mapping: torch.Tensor
-    causal: bool = True
-    is_prefilling: torch.Tensor | None = None
+    causal: bool | torch.Tensor = True
+    logits_indices_padded: torch.Tensor | None = None
+    num_logits_indices: int | None = None
+    max_logits_per_req: int | None = None
+    encoder_seq_lens: torch.Tensor | None = None
+    encoder_seq_lens_cpu: np.ndarray | None = None
+    dcp_local_seq_lens: torch.Tensor | None = None
+    dcp_local_seq_lens_cpu_upper_bound: torch.Tensor | None = None
     positions: torch.Tensor | None = None
+    is_prefilling: torch.Tensor | None = None
+    seq_lens_cpu_upper_bound: torch.Tensor | None = None
+    req_idx: np.ndarray | None = None
+    mm_req_doc_ranges: dict[int, list[tuple[int, int]]] | None = None
+    rswa_prefix_lens: torch.Tensor | None = None
+    replayssm_decode_base_cpu: torch.Tensor | None = None
+    _num_computed_tokens_cache: torch.Tensor | None = None
+    _token_to_req_indices_cache: torch.Tensor | None = None
+
+    def batch_size(self) -> int:
+        return self.query_start_loc_cpu.shape[0] - 1
 
     @property
     def query_lens_cpu(self) -> torch.Tensor:
         return self.query_start_loc_cpu[1:] - self.query_start_loc_cpu[:-1]
+
+    @property
+    def seq_lens_cpu(self) -> torch.Tensor:
+        """The CPU sequence lengths: ``seq_lens_cpu_upper_bound`` when given (exact in the lab),
+        else a host copy of ``seq_lens`` (ours, for convenience; upstream has no such field)."""
+        if self.seq_lens_cpu_upper_bound is not None:
+            return self.seq_lens_cpu_upper_bound
+        return self.seq_lens.cpu()
 
     @property
     def num_computed_tokens_cpu(self) -> torch.Tensor:
@@ -61,9 +96,10 @@ def split_decodes_and_prefills(
 ) -> tuple[int, int, int, int]:
     """``(num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens)``.
 
-    Assumes the batch is reordered decodes-first. A row is a prefill when its
-    query is longer than ``decode_threshold`` (or, with ``require_uniform``,
-    differs from the first row's); backends passing
+    As vLLM 0.33 (``backends/utils.py``). Assumes the batch is reordered
+    decodes-first. A row is a prefill when its query is longer than
+    ``decode_threshold`` (or, with ``require_uniform``, differs from the first
+    row's and is not empty); backends passing
     ``treat_short_extends_as_decodes=False`` (Mamba) also count every row
     whose ``is_prefilling`` is set, padded rows included: that OR is where a
     stale ``is_prefilling`` turns into a skipped buffer refresh (#41873).
@@ -85,10 +121,12 @@ def split_decodes_and_prefills(
         return 0, num_reqs, 0, num_tokens
 
     if require_uniform:
+        # v0.26+: the padded-uniform shortcut only when short extends count as decodes;
+        # v0.31+: a zero-length (padded) row is not a prefill by its length.
         first = query_lens[0]
-        if bool(torch.all((query_lens == first) | (query_lens == 0))):
+        if treat_short_extends_as_decodes and bool(torch.all((query_lens == first) | (query_lens == 0))):
             return num_reqs, 0, num_tokens, 0
-        is_prefill = query_lens != first
+        is_prefill = (query_lens != first) & (query_lens != 0)
     else:
         is_prefill = query_lens > decode_threshold
 
@@ -118,16 +156,20 @@ def batch_regions(
     num_computed_tokens: np.ndarray,
     num_prompt_tokens: np.ndarray,
     decode_threshold: int = 1,
-    treat_short_extends_as_decodes: bool = True,
+    treat_short_extends_as_decodes: bool = False,
 ) -> np.ndarray:
-    """Region per row: decode, short extend, long extend, prefill (that order is the target)."""
+    """Region per row, as vLLM 0.33 classifies them (decode → short extend → long extend →
+    prefill is the target order): prefill if nothing is computed yet; long extend if more than
+    ``decode_threshold`` tokens are scheduled; short extend if few are scheduled but the
+    prompt is not done; decode otherwise. ``treat_short_extends_as_decodes=True`` folds short
+    extends into decodes (ours: upstream 0.33 always keeps the four regions)."""
     short = num_scheduled_tokens <= decode_threshold
+    started = num_computed_tokens > 0
     prefilling = num_computed_tokens < num_prompt_tokens
-    region = np.full(num_scheduled_tokens.shape, DECODE, dtype=np.int32)
-    if not treat_short_extends_as_decodes:
-        region[short & prefilling] = SHORT_EXTEND
-    region[~short & (num_computed_tokens > 0)] = LONG_EXTEND
-    region[~short & (num_computed_tokens == 0)] = PREFILL
+    region = np.full(num_scheduled_tokens.shape, PREFILL, dtype=np.int32)
+    region[started & ~short] = LONG_EXTEND
+    region[started & short & prefilling] = DECODE if treat_short_extends_as_decodes else SHORT_EXTEND
+    region[started & short & ~prefilling] = DECODE
     return region
 
 
@@ -135,13 +177,15 @@ def reorder_batch_to_split_decodes_and_prefills(
     input_batch: "InputBatch",
     num_scheduled_tokens: Sequence[int] | np.ndarray,
     decode_threshold: int = 1,
-    treat_short_extends_as_decodes: bool = True,
+    treat_short_extends_as_decodes: bool = False,
 ) -> bool:
     """Reorder live rows decode → short extend → long extend → prefill with ``swap_states``.
 
-    ``num_scheduled_tokens`` is per row (row order, ``[:num_reqs]``); it is
-    permuted in place with the rows when it is a numpy array. Returns whether
-    anything moved.
+    As vLLM 0.33 (``backends/utils.py``): not a stable sort. Rows already in a position of
+    their region stay; the misplaced rows, stably sorted by region, fill the misplaced
+    positions in ascending order. ``num_scheduled_tokens`` is per row (row order,
+    ``[:num_reqs]``); it is permuted in place with the rows when it is a numpy array.
+    Returns whether anything moved.
     """
     n = input_batch.num_reqs
     sched = np.asarray(num_scheduled_tokens)
@@ -155,18 +199,26 @@ def reorder_batch_to_split_decodes_and_prefills(
         treat_short_extends_as_decodes,
     )
     target = np.sort(region, kind="stable")
-    modified = False
+    misplaced = [i for i in range(n) if region[i] != target[i]]
+    if not misplaced:
+        return False
+    movers = sorted(misplaced, key=lambda i: int(region[i]))  # stable: ties keep row order
+    wanted = list(range(n))  # wanted[pos] = the original row that ends at pos
+    for pos, row in zip(misplaced, movers):
+        wanted[pos] = row
+    where = list(range(n))  # where[original row] = its current position
+    at = list(range(n))  # at[position] = the original row there now
     for pos in range(n):
-        if region[pos] == target[pos]:
+        cur = where[wanted[pos]]
+        if cur == pos:
             continue
-        # The first row after pos that belongs here: one swap puts it in place.
-        src = pos + 1 + int(np.argmax(region[pos + 1:] == target[pos]))
-        input_batch.swap_states(pos, src)
-        region[[pos, src]] = region[[src, pos]]
+        input_batch.swap_states(pos, cur)
         if isinstance(num_scheduled_tokens, np.ndarray):
-            num_scheduled_tokens[[pos, src]] = num_scheduled_tokens[[src, pos]]
-        modified = True
-    return modified
+            num_scheduled_tokens[[pos, cur]] = num_scheduled_tokens[[cur, pos]]
+        a, b = at[pos], at[cur]
+        at[pos], at[cur] = b, a
+        where[a], where[b] = cur, pos
+    return True
 
 
 def fill_padded_rows(block_table: torch.Tensor, num_reqs: int, pad_value: int) -> None:
@@ -217,15 +269,15 @@ def build_attention_metadata(
                 query_start_loc=buffers.query_start_loc.gpu[: num_reqs_padded + 1],
                 query_start_loc_cpu=qsl_cpu,
                 seq_lens=buffers.seq_lens.gpu[:num_reqs_padded],
-                seq_lens_cpu=seq_lens_cpu,
                 num_reqs=num_reqs_padded,
                 num_actual_tokens=num_tokens_padded,
                 max_query_len=max_query_len,
                 max_seq_len=int(seq_lens_cpu.max()) if num_reqs_padded else 0,
                 block_table_tensor=blk,
                 slot_mapping=bt.slot_mapping.gpu[:num_tokens_padded],
-                is_prefilling=is_prefilling,
                 positions=buffers.positions.gpu[:num_tokens_padded],
+                is_prefilling=is_prefilling,
+                seq_lens_cpu_upper_bound=seq_lens_cpu,
             )
         )
     return out

@@ -187,7 +187,7 @@ def _ex_04_2():
                              ([1, 3, 0], [False, False, True], 1)]:
         qsl = torch.tensor([0] + list(np.cumsum(qlens)), dtype=torch.int32)
         cm = CommonAttentionMetadata(
-            query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=qsl[1:], seq_lens_cpu=qsl[1:] + 10,
+            query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=qsl[1:], seq_lens_cpu_upper_bound=qsl[1:] + 10,
             num_reqs=len(qlens), num_actual_tokens=int(qsl[-1]), max_query_len=max(qlens), max_seq_len=20,
             block_table_tensor=torch.zeros(len(qlens), 1, dtype=torch.int32),
             slot_mapping=torch.zeros(int(qsl[-1]), dtype=torch.int64), is_prefilling=torch.tensor(pref))

@@ -1,7 +1,11 @@
 """CUDA-graph capture sizes and the padding of a batch to one of them.
 
-Mirrors the capture-size defaults of ``vllm/config/compilation.py`` and the
-dispatch of ``vllm/v1/cudagraph_dispatcher.py`` / ``gpu_model_runner.py``: a
+Mirrors the capture-size list of ``VllmConfig._set_cudagraph_sizes``
+(``vllm/config/vllm.py``), its spec-decode adjustment
+``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode``
+(``vllm/config/compilation.py``), both as in vLLM 0.33 (non-Blackwell ceiling
+512, default performance mode), and the dispatch of
+``vllm/v1/cudagraph_dispatcher.py`` / ``gpu_model_runner.py``: a
 batch of ``num_tokens`` is padded to the next capture size so that a graph
 captured for that size can be replayed. For a uniform decode batch (every
 request schedules ``uniform_decode_query_len = 1 + num_spec`` tokens) a FULL
@@ -28,7 +32,10 @@ class CUDAGraphMode(enum.Enum):
 def default_capture_sizes(
     max_num_seqs: int, uniform_decode_query_len: int = 1, max_capture_size: int | None = None
 ) -> list[int]:
-    """``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``, ``max = min(2 * seqs * qlen, 512)``."""
+    """``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``, ``max = min(2 * seqs * qlen, 512)``.
+
+    The token grid of ``_set_cudagraph_sizes`` alone (v0.22 - v0.28 without spec decode);
+    :func:`cudagraph_capture_sizes` is the whole v0.33 rule."""
     if max_num_seqs < 1 or uniform_decode_query_len < 1:
         raise ValueError(
             f"max_num_seqs={max_num_seqs} and uniform_decode_query_len={uniform_decode_query_len} "
@@ -40,6 +47,88 @@ def default_capture_sizes(
         raise ValueError(f"max_capture_size must be positive, got {max_capture_size}")
     sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_capture_size + 1, 16))
     return [s for s in sizes if s <= max_capture_size]
+
+
+DEFAULT_MAX_GRAPH_SIZE = 512  # 1024 on data-centre Blackwell (capability family 100), not modelled
+
+
+def _request_grid(max_reqs: int) -> list[int]:
+    return sorted(set([1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_reqs + 1, 16))
+                      + [max_reqs]))
+
+
+def set_cudagraph_sizes(
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    uniform_decode_query_len: int = 1,
+    max_capture_size: int | None = None,
+) -> tuple[list[int], int]:
+    """``(sizes, max_cudagraph_capture_size)`` as ``VllmConfig._set_cudagraph_sizes`` (v0.33).
+
+    Ceiling: ``min(max_num_seqs * q * 2, 512)``, then ``min(max_num_batched_tokens, .)``
+    (unless given). Sizes: the token grid ``[1, 2, 4] + range(8, 256, 8) +
+    range(256, max + 1, 16)`` up to the ceiling, ``max_num_batched_tokens`` if it fits,
+    and the uniform-decode sizes (v0.29+): ``n * q`` for ``n`` in the request grid
+    ``[1, 2, 4] + range(8, 256, 8) + range(256, max_reqs + 1, 16) + [max_reqs]`` that fit
+    (``q > 1``), or ``max_num_seqs`` if it fits (``q == 1``, v0.31+). Sorted, deduplicated.
+    """
+    q = uniform_decode_query_len
+    if max_num_seqs < 1 or q < 1 or max_num_batched_tokens < 1:
+        raise ValueError(f"max_num_seqs={max_num_seqs}, max_num_batched_tokens={max_num_batched_tokens} "
+                         f"and uniform_decode_query_len={q} must be positive")
+    if max_capture_size is None:
+        max_capture_size = min(max_num_seqs * q * 2, DEFAULT_MAX_GRAPH_SIZE)
+        max_capture_size = min(max_num_batched_tokens, max_capture_size)
+    top = max_capture_size
+    sizes = {s for s in [1, 2, 4] if s <= top}
+    sizes |= set(range(8, min(top + 1, 256), 8)) | set(range(256, top + 1, 16))
+    if max_num_batched_tokens <= top:
+        sizes.add(max_num_batched_tokens)
+    max_reqs = min(max_num_seqs, DEFAULT_MAX_GRAPH_SIZE)
+    if q > 1:
+        sizes |= {n * q for n in _request_grid(max_reqs) if n * q <= top}
+    elif max_num_seqs <= top:
+        sizes.add(max_num_seqs)
+    return sorted(sizes), top
+
+
+def adjust_cudagraph_sizes_for_spec_decode(
+    sizes: Sequence[int], max_capture_size: int, uniform_decode_query_len: int
+) -> tuple[list[int], int]:
+    """``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode`` (v0.33).
+
+    No-op without sizes or with ``q <= 1``. Otherwise every size is rounded *up* to a
+    multiple of ``q`` and kept if it stays within ``max_capture_size``; if none is left but
+    ``q <= max_capture_size`` the list is ``[q]``, else ``ValueError``. The new ceiling is
+    the largest size kept. (Upstream calls it only for the V1 runner with FULL decode
+    graphs and ``q > 1``.)
+    """
+    q = uniform_decode_query_len
+    if not sizes or q <= 1:
+        return list(sizes), max_capture_size
+    rounded = sorted({-(-s // q) * q for s in sizes if -(-s // q) * q <= max_capture_size})
+    if not rounded:
+        if q > max_capture_size:
+            raise ValueError(f"no CUDA-graph size is a multiple of uniform_decode_query_len={q} "
+                             f"within max_cudagraph_capture_size={max_capture_size}")
+        rounded = [q]
+    return rounded, rounded[-1]
+
+
+def cudagraph_capture_sizes(
+    max_num_seqs: int, max_num_batched_tokens: int, num_speculative_tokens: int = 0,
+    max_capture_size: int | None = None,
+) -> list[int]:
+    """The capture sizes v0.33's V1 runner ends up with (FULL decode graphs): the list of
+    ``vllm/config/vllm.py::_set_cudagraph_sizes``, adjusted for spec decode (round up to
+    multiples of ``1 + num_spec``) by ``adjust_cudagraph_sizes_for_spec_decode``.
+
+    (The lab's model runner builds its FULL decode graphs as ``(1 + num_spec) * b`` for
+    request counts ``b``: its own, simpler rule, kept while the runner is reworked.)
+    """
+    q = 1 + num_speculative_tokens
+    sizes, top = set_cudagraph_sizes(max_num_seqs, max_num_batched_tokens, q, max_capture_size)
+    return adjust_cudagraph_sizes_for_spec_decode(sizes, top, q)[0]
 
 
 @dataclass(frozen=True)
@@ -110,6 +199,9 @@ def coordinate_batch_across_dp(num_tokens_per_rank: Sequence[int], capture_sizes
 
 __all__ = [
     "CUDAGraphMode",
+    "set_cudagraph_sizes",
+    "adjust_cudagraph_sizes_for_spec_decode",
+    "cudagraph_capture_sizes",
     "BatchDescriptor",
     "default_capture_sizes",
     "pad_for_cudagraph",

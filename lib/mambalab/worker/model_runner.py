@@ -243,8 +243,8 @@ class ModelRunner:
         self._fill_prev_step_anchor()
         p = self.buffers.prepare_inputs(ib, sched)
         uq = self.cfg.uniform_decode_query_len
-        # vLLM's rule (every row schedules 1 + num_spec tokens), and no live row still
-        # prefilling: a prompt chunk never replays the decode graph (cf. #42430).
+        # Shape: vLLM 0.33's _is_uniform_decode (every row schedules 1 + num_spec tokens); "no live row
+        # still prefilling" is OURS (upstream is shape-only; its Mamba builder reclassifies, #42430).
         uniform = (p.max_query_len == uq and p.num_tokens == uq * p.num_reqs
                    and not ib.is_prefilling(p.num_reqs).any())
         desc = dispatch(p.num_tokens, p.num_reqs, uniform_decode=uniform, capture_sizes=self.capture_sizes,
