@@ -212,9 +212,16 @@ def test_launch_ssu_minus_one_zero_and_the_lt_zero_guard():
     ok = wb.launch_ssu([3, 5, 2, 0])
     assert ok.error is None and torch.allclose(ok.state, ok.reference, rtol=3e-4, atol=1e-5)
     assert wb.figure_title(ok.draw_state_pool()) == "state pool consistent (null block 0 is zero)"
-    lt = wb.launch_ssu([3, 5, 2, 0, 0, 0], BugConfig.with_bugs("guard-lt-zero"))
+    # #39064 changed only the FLA (GDN) kernels' guard: the SSU skips index 0 either way
+    assert "null block 0 after the launch: zero" in wb.launch_ssu([3, 5, 2, 0, 0, 0],
+                                                                   BugConfig.with_bugs("guard-lt-zero")).report()
+    lt = wb.launch_gdn([3, 5, 2, 0, 0, 0], BugConfig.with_bugs("guard-lt-zero"))
+    assert "ssm_state_indices = [3, 5, 2, 0, 0, 0]" in lt.report() and "kernel guard NEGATIVE" in lt.report()
     assert "null block 0 after the launch: NOT zero" in lt.report()
     assert wb.figure_title(lt.draw_access_map()).startswith("rows 3, 4, 5 loaded from and stored to null block 0")
+    fixed = wb.launch_gdn([3, 5, 2, 0, 0, 0])
+    assert fixed.error is None and "null block 0 after the launch: zero" in fixed.report()
+    assert torch.allclose(fixed.state, fixed.reference, rtol=1e-4, atol=1e-5)
 
 
 def test_small_text_helpers():

@@ -11,6 +11,21 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 
+# The state pool's parameter names: Mamba's kernels take ``state_ptr``; FLA's gated-delta-rule kernel
+# reads ``h0`` and writes ``ht`` (the same pool when it works in place, as vLLM's does).
+STATE_ARGS = ("state", "state_ptr", "h0", "ht")
+
+
+def arg_matches(name: str | None, arg: str | None) -> bool:
+    """Whether a kernel parameter ``name`` is the argument ``arg`` asks for: ``None`` asks for any,
+    ``"x"`` for ``x`` or ``x_ptr``, and ``"state"`` for every decode kernel's state pool."""
+    if arg is None:
+        return True
+    if arg == "state":
+        return name in STATE_ARGS
+    return name == arg or name == f"{arg}_ptr"
+
+
 class IllegalMemoryAccess(RuntimeError):
     """A sanitized launch loaded or stored outside the tensor its pointer came from.
 
@@ -147,14 +162,11 @@ class AccessLog:
         kernel: str | None = None,
         legal: bool | None = None,
     ) -> list[Access]:
-        """The accesses matching every filter given (None matches all).
-
-        ``arg`` is the kernel parameter's name; ``"state"`` also matches ``"state_ptr"``.
-        """
+        """The accesses matching every filter given (None matches all; ``arg``: :func:`arg_matches`)."""
         return [
             a
             for a in self.accesses
-            if (arg is None or a.arg == arg or a.arg == f"{arg}_ptr")
+            if arg_matches(a.arg, arg)
             and (op is None or a.op == op)
             and (kernel is None or a.kernel == kernel)
             and (legal is None or a.legal == legal)

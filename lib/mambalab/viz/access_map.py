@@ -10,6 +10,7 @@ illegal memory access on a GPU), several rows in the null block's column
 from __future__ import annotations
 
 from mambalab.constants import NULL_BLOCK_ID
+from mambalab.lab.sanitizer_report import arg_matches
 from mambalab.viz._common import (
     ERROR,
     FIG_WIDTH,
@@ -37,16 +38,12 @@ MAX_SLOT_COLS = 24
 _VERB = {"load": "loaded from", "store": "stored to", "atomic": "updated atomically"}
 
 
-def _matches(name: str | None, arg: str | None) -> bool:
-    return arg is None or name == arg or name == f"{arg}_ptr"
-
-
 def analyse_access_map(log, *, arg: str = "state", kernel: str | None = None, num_slots: int | None = None,
                        null_block_id: int = NULL_BLOCK_ID) -> dict:
     """Per (row, slot) the operations and legality, plus the findings (headless)."""
-    accesses = [a for a in getattr(log, "accesses", []) if _matches(a.arg, arg)
+    accesses = [a for a in getattr(log, "accesses", []) if arg_matches(a.arg, arg)
                 and (kernel is None or a.kernel == kernel)]
-    violations = [v for v in getattr(log, "violations", []) if _matches(v.arg, arg)
+    violations = [v for v in getattr(log, "violations", []) if arg_matches(v.arg, arg)
                   and (kernel is None or v.kernel == kernel)]
     if num_slots is None:
         known = [v.num_slots for v in violations if v.num_slots is not None]
@@ -136,7 +133,7 @@ def draw_access_map(
     ``log``: a ``sanitizer.AccessLog`` from ``with sanitizer.recording() as
     log:`` around one or more launches (an illegal one included: the log keeps
     what happened before the ``IllegalMemoryAccess`` was raised). ``arg``:
-    the kernel parameter (``"state"`` also matches ``state_ptr``).
+    the kernel parameter (``"state"`` matches every decode kernel's state pool: ``state_ptr``, FLA's ``h0``/``ht``).
     """
     A = analyse_access_map(log, arg=arg, kernel=kernel, num_slots=num_slots, null_block_id=null_block_id)
     rows, N, ops = A["rows"], A["N"], A["ops"]

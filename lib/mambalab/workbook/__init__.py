@@ -27,7 +27,7 @@ gives all of it; one concept per file:
   runner buffers and a Mamba metadata builder, with no model: the
   bookkeeping alone, driven by hand (add, finish, condense, step, dummy
   run); :func:`idle_rank` walks one into #37728;
-* ``kernel_launch.py``: :func:`launch_ssu`, one sanitized Mamba2
+* ``kernel_launch.py``: :func:`launch_ssu` / :func:`launch_gdn`, one sanitized Mamba2 / GDN
   decode-kernel launch over a small pool (a ``-1``, a ``0``, the ``< 0``
   guard), caught and recorded as a :class:`KernelRun`;
 * ``tour.py``: the tour's workload (:func:`tour_workload`) and what one
@@ -49,7 +49,7 @@ from mambalab.workbook.display import figure_title, pr_link, setup, show
 from mambalab.workbook.summary import fold_steps, summary_of
 from mambalab.workbook.step_trace import Snapshot, Trace
 from mambalab.workbook.tracer import trace
-from mambalab.workbook.kernel_launch import KernelRun, launch_ssu
+from mambalab.workbook.kernel_launch import KernelRun, launch_gdn, launch_ssu
 from mambalab.workbook.mini_world import MiniWorld, idle_rank
 from mambalab.workbook.tour import state_table, tour_workload
 from mambalab.workbook.excerpts import expect_error, source_excerpt
@@ -69,6 +69,7 @@ __all__ = [
     "Snapshot",
     "MiniWorld",
     "KernelRun",
+    "launch_gdn",
     "launch_ssu",
     "idle_rank",
     "tour_workload",

@@ -1,6 +1,9 @@
-"""One kernel launch on its own: Mamba2's decode kernel (``selective_state_update``) over a small
-pool, recorded by the sanitizer (a ``-1``, a ``0``, the ``< 0`` guard), with the report and the
-access map of that one launch."""
+"""One kernel launch on its own over a small pool, recorded by the sanitizer, with the report and
+the access map of that one launch: Mamba2's decode kernel (``selective_state_update``:
+:func:`launch_ssu`, a ``-1`` or a ``0`` in the padded rows) and the gated-delta-rule decode kernel
+(``fused_recurrent_gated_delta_rule``: :func:`launch_gdn`, FLA's ``<= 0`` guard and the ``< 0``
+guard of #39064's pre-fix world). Each kernel family keeps its own guard, as upstream
+(:meth:`BugConfig.kernel_guard_for`)."""
 
 from __future__ import annotations
 
@@ -13,13 +16,14 @@ import torch
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import DEVICE_TYPE, INTERPRET
 from mambalab.lab import sanitizer
-from mambalab.lab.bugs import BugConfig
+from mambalab.lab.bugs import BugConfig, KernelFamily
 from mambalab.viz.text import Text
 
 
 @dataclass
 class KernelRun:
-    """One sanitized ``selective_state_update`` launch over a small pool (what :func:`launch_ssu` returns)."""
+    """One sanitized decode-kernel launch over a small pool (what :func:`launch_ssu` and
+    :func:`launch_gdn` return)."""
 
     indices: list[int]
     bugs: BugConfig
@@ -29,6 +33,8 @@ class KernelRun:
     log: sanitizer.AccessLog
     error: sanitizer.IllegalMemoryAccess | None
     owners: dict[int, str]
+    index_name: str = "state_batch_indices"  # the kernel's argument that holds the rows' slots
+    family: KernelFamily = KernelFamily.MAMBA
 
     @property
     def num_slots(self) -> int:
@@ -36,7 +42,8 @@ class KernelRun:
 
     def report(self) -> Text:
         """The launch in a few lines: indices, guard, and the sanitizer's verdict."""
-        lines = [f"state_batch_indices = {self.indices}   ({self.bugs}, kernel guard {self.bugs.kernel_guard.name})"]
+        guard = self.bugs.kernel_guard_for(self.family).name
+        lines = [f"{self.index_name} = {self.indices}   ({self.bugs}, kernel guard {guard})"]
         if self.error is not None:
             e = self.error
             lines.append(f"IllegalMemoryAccess in '{e.kernel}': {e.total} invalid accesses; the first: "
@@ -102,3 +109,45 @@ def launch_ssu(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
     owners = {int(v): f"r{i}" for i, v in enumerate(indices) if int(v) > NULL_BLOCK_ID}
     return KernelRun(list(int(i) for i in indices), bugs, before.cpu(), state.cpu(), reference.cpu(), log, error,
                      owners)
+
+
+def launch_gdn(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: int = 8, seed: int = 0) -> KernelRun:
+    """The gated-delta-rule decode kernel (FLA's ``fused_recurrent``) on ``len(indices)`` rows of a
+    ``slots``-slot pool, one token each, recorded by the sanitizer; as :func:`launch_ssu` otherwise.
+
+    Its guard is FLA's: ``<= 0`` is skipped (fixed), only ``< 0`` under ``guard-lt-zero`` (#39064's
+    pre-fix world: padded rows load the null block and store into it).
+    """
+    from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
+    from mambalab.kernels.gated_delta_rule_ref import fused_recurrent_gated_delta_rule_ref
+
+    bugs = bugs if bugs is not None else BugConfig()
+    if not INTERPRET and any(int(i) < 0 for i in indices):
+        raise RuntimeError("launch_gdn: a negative index on a GPU is a real illegal access; "
+                           "run this cell on the CPU interpreter (MAMBALAB_DEVICE=cpu)")
+    g = torch.Generator().manual_seed(seed)
+    n, H, K, V = len(indices), 2, 4, 4
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g)
+
+    dev = torch.device("cpu") if INTERPRET else torch.device(DEVICE_TYPE)
+    state = r(slots, H, V, K)
+    state[NULL_BLOCK_ID] = 0
+    kw = dict(q=r(n, 1, H, K), k=r(n, 1, H, K), v=r(n, 1, H, V), g=-r(n, 1, H).abs() * 0.5,
+              beta=torch.sigmoid(r(n, 1, H)), use_qk_l2norm_in_kernel=True)
+    state = state.to(dev)
+    kw = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+    before = state.clone()
+    reference = state.clone()
+    idx = torch.tensor(list(indices), dtype=torch.int32, device=dev)
+    error = None
+    with sanitizer.recording() as log:
+        try:
+            fused_recurrent_gated_delta_rule(initial_state=state, ssm_state_indices=idx, bugs=bugs, **kw)
+        except sanitizer.IllegalMemoryAccess as e:
+            error = e
+    fused_recurrent_gated_delta_rule_ref(initial_state=reference, ssm_state_indices=idx.clamp(min=0), **kw)
+    owners = {int(v): f"r{i}" for i, v in enumerate(indices) if int(v) > NULL_BLOCK_ID}
+    return KernelRun(list(int(i) for i in indices), bugs, before.cpu(), state.cpu(), reference.cpu(), log, error,
+                     owners, index_name="ssm_state_indices", family=KernelFamily.FLA)
