@@ -52,7 +52,7 @@ import torch
 import torch.distributed as dist
 
 from mambalab.lab.bugs import BugConfig
-from mambalab.engine.core import Add, Engine, EngineConfig, EngineCrash, Event, RequestResult
+from mambalab.engine.core import Add, Engine, EngineConfig, EngineCrash, EngineDidNotFinish, Event, RequestResult
 from mambalab.worker.model_runner import StepRecord
 from mambalab.lab.reference import judge
 from mambalab.lab.verdict import Crash, Verdict
@@ -214,7 +214,7 @@ def serve_rank(job: _Job, workload: Workload, bugs: BugConfig, rank: int, device
         if crashed or not has_work:
             break
         if engine.step >= job.max_steps:
-            raise RuntimeError(f"the workload did not finish within {job.max_steps} steps")
+            raise EngineDidNotFinish(job.max_steps)
         outputs = engine.schedule_step()
         _fault(job, rank, engine.step, engine)
         local = max((o.total_num_scheduled_tokens for o in outputs), default=0)
