@@ -198,3 +198,15 @@ def test_recorded_two_gpu_run_is_shown_beside_the_cpu_verdict(tmp_path):
     assert "rank 1 on cuda:1 (nccl): 3 real CUDA graphs" in text and "ended the run in 12.0 s" in text
     assert "No two-GPU run is recorded" in dp_check.beside_cpu({"stale-rows": v}, live=False,
                                                                 recorded=tmp_path / "none.json")
+
+
+def test_the_shipped_two_gpu_record():
+    """The run on two H200s that notebook 02 shows (package data): what the issue asked of it."""
+    from mambalab.gpu import dp_check
+
+    rec = dp_check.load_recorded()
+    assert rec is not None and rec["environment"]["gpus"] == ["NVIDIA H200"] * 2
+    s = dp_check.summary(rec)
+    assert (s["replays_matching"], s["replays"], s["random_ok"], s["random"]) == (12, 12, 10, 10)
+    assert s["fault_raised"] and s["fault_s"] < dp_check.FAULT_LIMIT_S and s["after_fault_ok"]
+    assert all(g["cuda_graphs"] == 3 and g["backend"] == "nccl" for row in rec["rows"] for g in row["ranks"])
