@@ -19,6 +19,13 @@ state-index guards as 0.33 has them), with these exceptions, on purpose:
   to 0.33 bounds the GDN kernels' column). The fixed behaviour here is the
   masked-load bound of #50021, i.e. ahead of every release.
 
+Two rules of the model runner are the lab's own, not upstream's, and say so
+where they live (``worker/model_runner.py``): its uniform-decode test also asks
+that no live row is still prefilling (v0.33's ``_is_uniform_decode`` is
+shape-only; its Mamba builder reclassifies one-token extends, #42430), and its
+FULL decode graphs are ``(1 + num_spec) * b`` tokens for request counts ``b``
+(v0.33's sizes are ``worker.cudagraph_dispatcher.cudagraph_capture_sizes``).
+
 A bug may have parts (``spec-slots/width``); naming the bug turns all of its
 parts on, naming a part turns on that part alone.
 """
