@@ -159,3 +159,41 @@ def test_measure_live_on_a_gpu():
     assert data.live and "Measured now" in gr.provenance(data)
     assert data.find("conv", "fp32", 9, 16, "skip") and data.find("conv", "fp32", 9, 16, "move")
     assert gr.padding_rows(data)
+
+
+# -- issue 14: the three-way run (mambalab / vLLM 0.33 / fla-core) -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def three_way() -> gr.BenchData:
+    return gr.load(gr.RECORDED_VLLM_BENCH)
+
+
+def test_three_way_run_has_vllm_in_every_kernel_and_the_gate_passed(three_way):
+    env = three_way.environment
+    assert env["vllm"].startswith("0.33") and env["fla"] and env["device"].startswith("NVIDIA")
+    impls = {(r.kernel, r.impl) for r in three_way.rows}
+    for k in ("ssu", "gdn", "conv"):
+        assert (k, "mambalab") in impls and (k, "vllm") in impls, k
+    assert ("gdn", "fla") in impls
+    rows = gr.comparison_rows(three_way)
+    assert rows and all(r["gate"] is True for r in rows), "every compared row passed the agreement gate"
+    for k in ("ssu", "gdn", "conv"):  # speculative decoding rows for all three kernels
+        assert {r["tokens"] for r in rows if r["kernel"] == k} >= {1, 2, 3, 4}, k
+
+
+def test_comparison_tables_say_what_the_rows_say(three_way):
+    rows = gr.comparison_rows(three_way)
+    r = next(r for r in rows if r["config"] == "ssu state=fp32 act=bf16 z=none pools=cloned" and r["batch"] == 256
+             and r["captured"] == 256)
+    assert r["speedup"] == pytest.approx(r["vllm_us"] / r["mambalab_us"])
+    assert r["need"] == (1.1 if r["vllm_pct"] < 80 else 1.0)
+    table = gr.comparison_table(three_way, "ssu", batches=(256,))
+    assert "ssu state=fp32 act=bf16 z=none pools=cloned" in table and f"{r['speedup']:.2f}x" in table
+    spec = gr.comparison_table(three_way, "conv", tokens=None, speculative=True)
+    assert " T=" in spec and " T=" not in spec.splitlines()[0]
+    summary = gr.comparison_summary(three_way)
+    for name in ("selective_state_update", "GDN", "causal_conv1d_update", "batch >= 64"):
+        assert name in summary
+    text = gr.comparison_provenance(three_way)
+    assert "vLLM 0.33" in text and "vllm_baseline.py" in text and "recorded numbers" in text
