@@ -70,7 +70,7 @@ def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | No
     from mambalab.gpu import bench
     from mambalab.lab import sanitizer
     from mambalab.kernels import gated_delta_rule as gdn_mod
-    from mambalab.kernels import selective_state_update as ssu_mod
+    from mambalab.kernels import mamba_ssm as ssu_mod
 
     caught = {}
 
