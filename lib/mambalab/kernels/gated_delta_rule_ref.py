@@ -64,6 +64,7 @@ import torch.nn.functional as F
 
 from mambalab.lab.bugs import GuardMode
 from mambalab.constants import NULL_BLOCK_ID
+from mambalab.kernels.ref_common import state_slot
 
 STATE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -208,16 +209,6 @@ def validate_gdn_inputs(
     return GDNShapes(B=B, T=T, H=H, HV=HV, K=K, V=V, N=N, varlen=varlen, index_columns=columns)
 
 
-def _slot(state: torch.Tensor, idx: int, what: str) -> torch.Tensor:
-    """``state[idx]``, refusing what a GPU would fault on instead of wrapping negatives."""
-    if not 0 <= idx < state.shape[0]:
-        raise IndexError(
-            f"{what} slot {idx} is outside the state pool [0, {state.shape[0]}): on a GPU this is "
-            f"an illegal memory access (or a silent write outside the pool)"
-        )
-    return state[idx]
-
-
 def fused_recurrent_gated_delta_rule_ref(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -309,7 +300,7 @@ def fused_recurrent_gated_delta_rule_ref(
         if initial_state is None:
             h = torch.zeros(HV, V, K, dtype=torch.float32, device=q.device)
         else:
-            h = _slot(initial_state, load_slot, f"sequence {n}: load").float().clone()
+            h = state_slot(initial_state, load_slot, f"sequence {n}: load").float().clone()
 
         # -- the recurrence, one token at a time ------------------------------
         for t in range(bos, eos):
@@ -332,11 +323,11 @@ def fused_recurrent_gated_delta_rule_ref(
                 if col < idx.shape[1]:
                     store_slot = int(idx[n, col])
                     if GuardMode(guard).is_live(store_slot, null_block_id):
-                        _slot(initial_state, store_slot, f"sequence {n} token {col}: store").copy_(h)
+                        state_slot(initial_state, store_slot, f"sequence {n} token {col}: store").copy_(h)
 
         if in_place and not per_token_slots:
             store_slot = load_slot
-            _slot(initial_state, store_slot, f"sequence {n}: store").copy_(h)
+            state_slot(initial_state, store_slot, f"sequence {n}: store").copy_(h)
 
     o = o.reshape(B, T, HV, V).to(v.dtype)
     return o, (initial_state if in_place else fresh)

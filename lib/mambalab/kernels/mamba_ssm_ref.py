@@ -81,6 +81,7 @@ import torch.nn.functional as F
 
 from mambalab.lab.bugs import GuardMode
 from mambalab.constants import NULL_BLOCK_ID
+from mambalab.kernels.ref_common import state_slot
 
 STATE_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -360,16 +361,6 @@ def prepare_ssu_inputs(
     )
 
 
-def _slot(state: torch.Tensor, idx: int, what: str) -> torch.Tensor:
-    """``state[idx]``, refusing what a GPU would fault on instead of wrapping negatives."""
-    if not 0 <= idx < state.shape[0]:
-        raise IndexError(
-            f"{what} slot {idx} is outside the state pool [0, {state.shape[0]}): on a GPU this is "
-            f"an illegal memory access (or a silent read/write outside the pool)"
-        )
-    return state[idx]
-
-
 def selective_state_update_ref(
     state,
     x,
@@ -425,7 +416,7 @@ def selective_state_update_ref(
             if not GuardMode(guard).is_live(load_slot, null_block_id):
                 p.out[bos:eos] = 0  # a padded row: zero output, nothing read or stored
                 continue
-        h = _slot(p.state, load_slot, f"request {r}: load").float().clone()  # (nheads, P, N)
+        h = state_slot(p.state, load_slot, f"request {r}: load").float().clone()  # (nheads, P, N)
 
         # -- the recurrence, one token at a time ---------------------------------
         for t in range(eos - bos):
@@ -457,7 +448,7 @@ def selective_state_update_ref(
                     continue  # a null column: this token's state is not kept
             else:
                 continue  # no column for this token
-            _slot(p.state, store_slot, f"request {r} token {t}: store").copy_(h)
+            state_slot(p.state, store_slot, f"request {r} token {t}: store").copy_(h)
 
     return p.finish()
 

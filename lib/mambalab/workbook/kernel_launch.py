@@ -67,6 +67,37 @@ class KernelRun:
                                    writes=self.log.slots("state", "store"), owners=self.owners, **kw)
 
 
+def _launch(name: str, indices: Sequence[int], bugs: BugConfig | None, seed: int, make, run, ref,
+            **fields) -> KernelRun:
+    """What every one-launch demo shares: refuse a negative index on a GPU (a real fault there),
+    draw the pool and the activations (``make(randn, rows)`` returns both; the null block is
+    zeroed), launch ``run`` under the sanitizer (an illegal access caught, not raised) and the
+    fixed reference ``ref`` on a copy of the pool."""
+    bugs = bugs if bugs is not None else BugConfig()
+    if not INTERPRET and any(int(i) < 0 for i in indices):
+        raise RuntimeError(f"{name}: a negative index on a GPU is a real illegal access; "
+                           "run this cell on the CPU interpreter (MAMBALAB_DEVICE=cpu)")
+    g = torch.Generator().manual_seed(seed)
+    state, kw = make(lambda *shape: torch.randn(*shape, generator=g), len(indices))
+    state[NULL_BLOCK_ID] = 0
+    dev = torch.device("cpu") if INTERPRET else torch.device(DEVICE_TYPE)
+    state = state.to(dev)
+    kw = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+    before = state.clone()
+    reference = state.clone()
+    idx = torch.tensor(list(indices), dtype=torch.int32, device=dev)
+    error = None
+    with sanitizer.recording() as log:
+        try:
+            run(state, idx, bugs, kw)
+        except sanitizer.IllegalMemoryAccess as e:
+            error = e
+    ref(reference, idx.clamp(min=0), kw)
+    owners = {int(v): f"r{i}" for i, v in enumerate(indices) if int(v) > NULL_BLOCK_ID}
+    return KernelRun(list(int(i) for i in indices), bugs, before.cpu(), state.cpu(), reference.cpu(), log, error,
+                     owners, **fields)
+
+
 def launch_ssu(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: int = 8, seed: int = 0) -> KernelRun:
     """Mamba2's decode kernel on ``len(indices)`` rows of a ``slots``-slot pool, recorded by the sanitizer.
 
@@ -79,36 +110,16 @@ def launch_ssu(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
     from mambalab.kernels.mamba_ssm import selective_state_update
     from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
 
-    bugs = bugs if bugs is not None else BugConfig()
-    if not INTERPRET and any(int(i) < 0 for i in indices):
-        raise RuntimeError("launch_ssu: a negative index on a GPU is a real illegal access; "
-                           "run this cell on the CPU interpreter (MAMBALAB_DEVICE=cpu)")
-    g = torch.Generator().manual_seed(seed)
-    n, H, P, N = len(indices), 2, 4, 4
+    H, P, N = 2, 4, 4
 
-    def r(*shape):
-        return torch.randn(*shape, generator=g)
+    def make(r, n):
+        state = r(slots, H, P, N)
+        return state, dict(x=r(n, H, P), dt=r(n, H, P) * 0.5, A=-(r(H, P, N).abs() + 0.5), B=r(n, 1, N),
+                           C=r(n, 1, N), D=r(H, P), dt_bias=r(H, P) * 0.3, z=r(n, H, P), dt_softplus=True)
 
-    state = r(slots, H, P, N)
-    state[NULL_BLOCK_ID] = 0
-    kw = dict(x=r(n, H, P), dt=r(n, H, P) * 0.5, A=-(r(H, P, N).abs() + 0.5), B=r(n, 1, N), C=r(n, 1, N),
-              D=r(H, P), dt_bias=r(H, P) * 0.3, z=r(n, H, P), dt_softplus=True)
-    dev = torch.device("cpu") if INTERPRET else torch.device(DEVICE_TYPE)
-    state = state.to(dev)
-    kw = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
-    before = state.clone()
-    reference = state.clone()
-    idx = torch.tensor(list(indices), dtype=torch.int32, device=dev)
-    error = None
-    with sanitizer.recording() as log:
-        try:
-            selective_state_update(state, state_batch_indices=idx, bugs=bugs, **kw)
-        except sanitizer.IllegalMemoryAccess as e:
-            error = e
-    selective_state_update_ref(reference, state_batch_indices=idx.clamp(min=0), **kw)
-    owners = {int(v): f"r{i}" for i, v in enumerate(indices) if int(v) > NULL_BLOCK_ID}
-    return KernelRun(list(int(i) for i in indices), bugs, before.cpu(), state.cpu(), reference.cpu(), log, error,
-                     owners)
+    return _launch("launch_ssu", indices, bugs, seed, make,
+                   lambda state, idx, b, kw: selective_state_update(state, state_batch_indices=idx, bugs=b, **kw),
+                   lambda state, idx, kw: selective_state_update_ref(state, state_batch_indices=idx, **kw))
 
 
 def launch_gdn(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: int = 8, seed: int = 0) -> KernelRun:
@@ -121,33 +132,16 @@ def launch_gdn(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
     from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
     from mambalab.kernels.gated_delta_rule_ref import fused_recurrent_gated_delta_rule_ref
 
-    bugs = bugs if bugs is not None else BugConfig()
-    if not INTERPRET and any(int(i) < 0 for i in indices):
-        raise RuntimeError("launch_gdn: a negative index on a GPU is a real illegal access; "
-                           "run this cell on the CPU interpreter (MAMBALAB_DEVICE=cpu)")
-    g = torch.Generator().manual_seed(seed)
-    n, H, K, V = len(indices), 2, 4, 4
+    H, K, V = 2, 4, 4
 
-    def r(*shape):
-        return torch.randn(*shape, generator=g)
+    def make(r, n):
+        state = r(slots, H, V, K)
+        return state, dict(q=r(n, 1, H, K), k=r(n, 1, H, K), v=r(n, 1, H, V), g=-r(n, 1, H).abs() * 0.5,
+                           beta=torch.sigmoid(r(n, 1, H)), use_qk_l2norm_in_kernel=True)
 
-    dev = torch.device("cpu") if INTERPRET else torch.device(DEVICE_TYPE)
-    state = r(slots, H, V, K)
-    state[NULL_BLOCK_ID] = 0
-    kw = dict(q=r(n, 1, H, K), k=r(n, 1, H, K), v=r(n, 1, H, V), g=-r(n, 1, H).abs() * 0.5,
-              beta=torch.sigmoid(r(n, 1, H)), use_qk_l2norm_in_kernel=True)
-    state = state.to(dev)
-    kw = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
-    before = state.clone()
-    reference = state.clone()
-    idx = torch.tensor(list(indices), dtype=torch.int32, device=dev)
-    error = None
-    with sanitizer.recording() as log:
-        try:
-            fused_recurrent_gated_delta_rule(initial_state=state, ssm_state_indices=idx, bugs=bugs, **kw)
-        except sanitizer.IllegalMemoryAccess as e:
-            error = e
-    fused_recurrent_gated_delta_rule_ref(initial_state=reference, ssm_state_indices=idx.clamp(min=0), **kw)
-    owners = {int(v): f"r{i}" for i, v in enumerate(indices) if int(v) > NULL_BLOCK_ID}
-    return KernelRun(list(int(i) for i in indices), bugs, before.cpu(), state.cpu(), reference.cpu(), log, error,
-                     owners, index_name="ssm_state_indices", family=KernelFamily.FLA)
+    return _launch("launch_gdn", indices, bugs, seed, make,
+                   lambda state, idx, b, kw: fused_recurrent_gated_delta_rule(
+                       initial_state=state, ssm_state_indices=idx, bugs=b, **kw),
+                   lambda state, idx, kw: fused_recurrent_gated_delta_rule_ref(
+                       initial_state=state, ssm_state_indices=idx, **kw),
+                   index_name="ssm_state_indices", family=KernelFamily.FLA)
