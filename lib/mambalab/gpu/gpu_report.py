@@ -108,7 +108,7 @@ def measure(batches: list[int] | None = None, kernels=("ssu", "gdn", "conv"), dt
 
     torch.manual_seed(0)
     rows, copy = bench.run(list(kernels), list(dtypes), batches or QUICK_BATCHES, bench.PADDED, budget_gb,
-                           True, ("skip", "move"))
+                           True, ("skip", "move"), full=False)  # the main configurations (section 7: all)
     return BenchData(bench.environment(), copy, rows, live=True, source="measured now")
 
 
