@@ -32,6 +32,7 @@ SLOW = {
     "test_scenarios.py": None,
     "test_cli.py": None,
     "test_engine.py": ("test_fixed_engine_matches_reference",),
+    "test_layout.py": ("test_every_module_imports_alone",),  # a fresh interpreter per module (25 s)
     "test_workbook.py": ("test_every_solution_passes", "test_trace_", "test_stale_rows_trace",
                          "test_idle_rank_reads", "test_mini_world"),
 }
