@@ -12,6 +12,7 @@ EXPECTED = {
     "stale-is-prefilling": 41873,
     "move-row-stale-source": 49757,
     "zero-accepted": 48475,
+    "single-token-extend": 42430,
 }
 
 
@@ -23,6 +24,7 @@ UPSTREAM = {
     "spec-slots": ("merged", "0.22"),
     "stale-is-prefilling": ("merged", "0.22"),
     "move-row-stale-source": ("merged", "0.27"),
+    "single-token-extend": ("merged", "0.22"),
     "zero-accepted": ("open", None),
 }
 

@@ -206,3 +206,25 @@ def test_idle_rank_dummy_run(bugs, expect):
     (cm,) = build_attention_metadata(s.ib, s.buf, p.num_reqs, p.num_reqs, 4, p.max_query_len, bugs)
     md = s.mb.build(cm)
     assert md.num_decodes == 4 and md.state_indices_tensor_d.tolist() == expect
+
+
+@pytest.mark.parametrize("bugs, split", [(BugConfig(), (3, 0)), (BugConfig.with_bugs("single-token-extend"), (2, 1))],
+                         ids=["fixed", "single-token-extend"])
+def test_one_token_extend_with_prior_state_runs_as_decode(bugs, split):
+    """#42430 (v0.22; v0.33's form has_prior_state = seq_lens > query_lens): the last, one-token
+    chunk of a prompt whose earlier chunks ran is a decode; a one-token *first* chunk is not."""
+    from mambalab.attention.mamba_metadata import MambaAttentionMetadataBuilder
+    from mambalab.attention.metadata import CommonAttentionMetadata
+    from mambalab.core.kv_cache_interface import MambaSpec
+
+    b = MambaAttentionMetadataBuilder(MambaSpec(64, "none", 0), 64, 4, 4, 0, full_cudagraph=True, device="cpu",
+                                      bugs=bugs)
+    qsl = torch.tensor([0, 1, 2, 3, 4], dtype=torch.int32)
+    seq = torch.tensor([8, 9, 5, 1], dtype=torch.int32)
+    cm = CommonAttentionMetadata(qsl, qsl, seq, 4, 4, 1, 9, torch.tensor([[1], [2], [3], [4]], dtype=torch.int32),
+                                 torch.zeros(4, dtype=torch.int64),
+                                 is_prefilling=torch.tensor([False, False, True, True]), seq_lens_cpu_upper_bound=seq)
+    md = b.build(cm)
+    # row 3 (seq_len 1: a first chunk, no prior state) stays a prefill either way
+    assert (md.num_decodes, md.num_prefills) == (split[0], 4 - split[0])
+    assert cm.is_prefilling.tolist() == [False, False, True, True]  # reclassified on a copy

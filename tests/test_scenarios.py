@@ -92,6 +92,18 @@ def test_zero_accepted(seed):
     assert replay("zero-accepted", fixed=True, seed=seed).exit_code == 0
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_single_token_extend(seed):
+    """#42430: a one-token last prompt chunk replays the uniform decode graph (shape-based
+    dispatch); pre-fix the builder counts it as a prefill and the buffer refresh is skipped."""
+    r = replay("single-token-extend", seed=seed)
+    assert r.exit_code == 1 and r.verdict.first.req_id in ("A", "B", "X")
+    sig = " ".join(r.signatures)
+    assert "one-token prompt chunk with prior state" in sig and "not refreshed" in sig
+    fixed = replay("single-token-extend", fixed=True, seed=seed)
+    assert fixed.exit_code == 0 and not fixed.signatures
+
+
 def test_every_catalogue_bug_has_a_scenario():
     for bug in valid_bug_ids():
         assert bug.split("/")[0] in SCENARIOS

@@ -19,6 +19,7 @@ the request count with a zeroed tail (``/padding``), and the mixer gathers
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -133,7 +134,8 @@ class MambaAttentionMetadataBuilder:
         """
         cm = common_attn_metadata
         nd, np_, ndt, npt = split_decodes_and_prefills(
-            cm, decode_threshold=self.reorder_batch_threshold, treat_short_extends_as_decodes=False
+            self._reclassify_single_token_extends(cm), decode_threshold=self.reorder_batch_threshold,
+            treat_short_extends_as_decodes=False,
         )
         bt = cm.block_table_tensor
         B = self.block_size
@@ -190,6 +192,25 @@ class MambaAttentionMetadataBuilder:
         if self.full_cudagraph and np_ == 0 and nd <= self.decode_cudagraph_max_bs:
             self._update_metadata_for_cudagraph_capture(md, padded_bs=cm.num_reqs)
         return md
+
+    def _reclassify_single_token_extends(self, cm: CommonAttentionMetadata) -> CommonAttentionMetadata:
+        """#42430 (v0.22): a prompt chunk of one token whose request already has state runs as a
+        decode: its ``is_prefilling`` is cleared (on a copy) before the split, as v0.33's
+        ``_compute_common_metadata`` does (``has_prior_state = seq_lens_cpu_upper_bound >
+        query_lens``; v0.22 - v0.29 tested ``seq_lens > 1``). A first chunk (no prior state)
+        stays a prefill. Before the fix (switch ``single-token-extend``) the row counted as a
+        prefill although the shape-based dispatch had replayed the uniform decode graph."""
+        if cm.is_prefilling is None or self.bugs.has("single-token-extend"):
+            return cm
+        n = cm.num_reqs
+        query_lens = cm.query_lens_cpu[:n]
+        has_prior_state = cm.seq_lens_cpu[:n] > query_lens
+        to_decode = cm.is_prefilling[:n].cpu() & has_prior_state & (query_lens == 1)
+        if not bool(to_decode.any()):
+            return cm
+        is_prefilling = cm.is_prefilling.clone()
+        is_prefilling[:n][to_decode.to(is_prefilling.device)] = False
+        return dataclasses.replace(cm, is_prefilling=is_prefilling)
 
     def _update_metadata_for_cudagraph_capture(self, md: MambaAttentionMetadata, padded_bs: int) -> None:
         """Copy the decode tensors into the persistent buffers and fill their padded tails."""

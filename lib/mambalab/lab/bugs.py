@@ -9,7 +9,7 @@ learner can flip one switch and watch one mechanism.
 
 Which release the default (every fix on) mirrors: **vLLM 0.33**, the current
 release, for everything the lab models (the fixes of #35431 and #39064 from
-0.20, #37728 from 0.19, #41873 from 0.22, #49757 from 0.27; the kernels' own
+0.20, #37728 from 0.19, #41873 and #42430 from 0.22, #49757 from 0.27; the kernels' own
 state-index guards as 0.33 has them), with these exceptions, on purpose:
 
 * ``mamba_cache_mode="all"`` (and with it ``spec-slots``, #41233, fixed in
@@ -20,11 +20,12 @@ state-index guards as 0.33 has them), with these exceptions, on purpose:
   masked-load bound of #50021, i.e. ahead of every release.
 
 Two rules of the model runner are the lab's own, not upstream's, and say so
-where they live (``worker/model_runner.py``): its uniform-decode test also asks
-that no live row is still prefilling (v0.33's ``_is_uniform_decode`` is
-shape-only; its Mamba builder reclassifies one-token extends, #42430), and its
-FULL decode graphs are ``(1 + num_spec) * b`` tokens for request counts ``b``
-(v0.33's sizes are ``worker.cudagraph_dispatcher.cudagraph_capture_sizes``).
+where they live (``worker/model_runner.py``): its uniform-decode test is v0.33's
+shape rule (so a one-token chunk with prior state replays the decode graph and
+the Mamba builder reclassifies it, #42430) plus "no live row is a *first* prompt
+chunk" (ours: such a row stays a prefill and runs eagerly), and its FULL decode
+graphs are ``(1 + num_spec) * b`` tokens for request counts ``b`` (v0.33's
+sizes are ``worker.cudagraph_dispatcher.cudagraph_capture_sizes``).
 
 A bug may have parts (``spec-slots/width``); naming the bug turns all of its
 parts on, naming a part turns on that part alone.
@@ -235,6 +236,31 @@ CATALOGUE: tuple[Bug, ...] = (
             Related(42947, "closed", None, "alternative: also let is_prefilling mark only rows with "
                     "query_len > 0 in the split (not merged)"),
         ),
+    ),
+    Bug(
+        id="single-token-extend",
+        pr=42430,
+        title="mamba: run single-token extends as decodes",
+        status="merged",
+        fixed_in="0.22",
+        upstream_files=(
+            "tests/v1/attention/test_mamba_update_block_table.py",
+            "tests/v1/attention/utils.py",
+            "tests/v1/kv_connector/unit/test_nixl_connector_hma.py",
+            "vllm/v1/attention/backends/mamba_attn.py",
+        ),
+        mechanism=(
+            "The runner's FULL-graph dispatch is shape-based: a batch whose rows all schedule "
+            "1 + num_spec tokens replays the uniform decode graph, even when one row is the last, "
+            "one-token chunk of a prompt whose earlier chunks already ran (is_prefilling still "
+            "True). The Mamba builder ORs is_prefilling into the split, so that row counted as a "
+            "prefill: num_prefills > 0, the CUDA-graph buffer refresh was skipped and the graph "
+            "replayed the previous step's state slots. The fix (mamba_attn.py) clears "
+            "is_prefilling for one-token rows with prior state before the split: they run as "
+            "decodes; a first chunk (no prior state) stays a prefill."
+        ),
+        symptom="Silent state corruption under chunked prefill and FULL CUDA graphs: live rows "
+        "read and write last step's slots.",
     ),
     Bug(
         id="move-row-stale-source",

@@ -142,12 +142,30 @@ def zero_accepted(seed: int) -> Workload:
     return Workload(cfg, events)
 
 
+def single_token_extend(seed: int) -> Workload:
+    """Chunked prefill under FULL graphs: A and B decode while X's prompt is split by the token
+    budget so that its last chunk is one token; that step every row schedules one token, the
+    shape-based dispatch replays the uniform decode graph, and X (still prefilling, with prior
+    state) is the row the builder must reclassify as a decode (#42430)."""
+    rng = random.Random(seed)
+    budget = 8
+    cfg = EngineConfig(RunnerConfig(max_num_seqs=4, max_num_batched_tokens=budget, max_model_len=48),
+                       model_seed=seed)
+    events: dict[int, list[Event]] = {
+        1: [Add("A", _tokens(rng, rng.randint(3, 6)), 8), Add("B", _tokens(rng, rng.randint(3, 6)), 8)],
+        # after A's and B's prefills, X arrives; two decodes leave budget - 2 tokens for its chunk
+        4: [Add("X", _tokens(rng, budget - 2 + 1), 3)],
+    }
+    return Workload(cfg, events)
+
+
 SCENARIOS = {
     "pad-minus-one": pad_minus_one,
     "stale-rows": stale_rows,
     "guard-lt-zero": guard_lt_zero,
     "spec-slots": spec_slots,
     "stale-is-prefilling": stale_is_prefilling,
+    "single-token-extend": single_token_extend,
     "move-row-stale-source": move_row_stale_source,
     "zero-accepted": zero_accepted,
 }
@@ -189,6 +207,14 @@ def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
             out.append(f"step {r.step}, rank {r.rank}: padded row(s) {r.padded_rows_prefilling} classified "
                        f"as prefill (stale is_prefilling): CUDA-graph buffers not refreshed; the graph "
                        f"reads slots {r.state_slots} while this step's rows own {r.intended_slots}")
+        live_pref = [i for i in range(min(r.num_reqs, len(r.state_slots)))
+                     if r.kind == "step" and r.mode == "FULL" and not r.refreshed and r.num_prefills
+                     and i >= r.num_decodes]
+        if live_pref and not r.padded_rows_prefilling:
+            out.append(f"step {r.step}, rank {r.rank}: live row(s) {live_pref} (a one-token prompt chunk with "
+                       f"prior state) classified as prefill in a FULL decode-graph step: CUDA-graph buffers not "
+                       f"refreshed; the graph reads slots {r.state_slots} while this step's rows own "
+                       f"{r.intended_slots}")
         if r.kind == "dummy":
             live = sorted({s for row in r.state_slots for s in row if s > 0})
             if live:

@@ -243,10 +243,11 @@ class ModelRunner:
         self._fill_prev_step_anchor()
         p = self.buffers.prepare_inputs(ib, sched)
         uq = self.cfg.uniform_decode_query_len
-        # Shape: vLLM 0.33's _is_uniform_decode (every row schedules 1 + num_spec tokens); "no live row
-        # still prefilling" is OURS (upstream is shape-only; its Mamba builder reclassifies, #42430).
-        uniform = (p.max_query_len == uq and p.num_tokens == uq * p.num_reqs
-                   and not ib.is_prefilling(p.num_reqs).any())
+        # Shape: vLLM 0.33's _is_uniform_decode (every row schedules 1 + num_spec tokens), so a one-token
+        # chunk with prior state replays the decode graph and the Mamba builder reclassifies it (#42430).
+        # OURS: no live row may be a *first* prompt chunk (nothing computed yet: it stays a prefill).
+        first_chunk = ib.is_prefilling(p.num_reqs) & (ib.num_computed_tokens_cpu[: p.num_reqs] == 0)
+        uniform = p.max_query_len == uq and p.num_tokens == uq * p.num_reqs and not first_chunk.any()
         desc = dispatch(p.num_tokens, p.num_reqs, uniform_decode=uniform, capture_sizes=self.capture_sizes,
                         max_num_seqs=self.cfg.max_num_seqs, num_spec_tokens=self.cfg.num_speculative_tokens,
                         num_tokens_across_dp=num_tokens_across_dp)
