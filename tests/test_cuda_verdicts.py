@@ -107,13 +107,23 @@ def test_replay_verdict_on_cuda_equals_cpu(bug, fixed):
     assert sorted(graphs["captured"]) == sorted(cpu["graphs"]["captured"]), (graphs, cpu["graphs"])
 
     assert c["ok"] == g["ok"], why  # the exit code: 0 when ok, else 1
-    if not fixed and bug in ("pad-minus-one", "zero-accepted"):
-        # The documented exceptions: an index read before an allocation. The CPU sanitizer stops it
-        # (pad-minus-one: the state load at slot -1; zero-accepted: row 0 reads column -1 of the
-        # index tensor). On the GPU the bytes before the tensor belong to another tensor of the
-        # caching allocator's segment: nothing faults, the run goes on and diverges silently.
-        arg = {"pad-minus-one": "state_ptr", "zero-accepted": "src_idx_ptr"}[bug]
-        assert kind(c) == "illegal" and c["verdict"]["illegal"]["arg"] == arg, c["verdict"]["illegal"]
+    if not fixed and bug == "zero-accepted":
+        # The second documented exception: the capture batch's padded rows carry an accepted count
+        # of 0 and the GDN kernel reads column -1 of the state indices: the CPU sanitizer stops
+        # row 0's read before the tensor at start-up. On the GPU those 4 bytes belong to another
+        # tensor of the caching allocator's segment: the capture goes on, later padded rows read
+        # a neighbour's slot and store nowhere (their own columns are the null block), so the run
+        # may pass, diverge or fault.
+        crash = c["verdict"]["crash"]
+        assert kind(c) == "crash" and crash["kind"] == "startup", c["verdict"]
+        assert crash["illegal"]["arg"] == "state_indices" and crash["illegal"]["slot"] == -1, crash
+        assert kind(g) in ("ok", "diverged", "illegal"), why
+        return
+    if not fixed and bug == "pad-minus-one":
+        # The documented exception: an index read before an allocation. The CPU sanitizer stops
+        # the state load at slot -1. On the GPU the bytes before the tensor belong to another
+        # tensor of the caching allocator's segment: nothing faults, the run diverges silently.
+        assert kind(c) == "illegal" and c["verdict"]["illegal"]["arg"] == "state_ptr", c["verdict"]["illegal"]
         assert c["verdict"]["illegal"]["slot"] == -1, c["verdict"]["illegal"]
         assert kind(g) == "diverged", why
         # up to where the CPU run stopped, the step records name the same mechanisms (less the
@@ -127,7 +137,7 @@ def test_replay_verdict_on_cuda_equals_cpu(bug, fixed):
     assert first_divergence(c) == first_divergence(g), why
     assert c["signatures"] == g["signatures"]
     if kind(c) == "crash":
-        assert c["verdict"]["crash"].split(":")[0] == g["verdict"]["crash"].split(":")[0], why
+        assert c["verdict"]["crash"]["kind"] == g["verdict"]["crash"]["kind"], why
 
 
 # -- the bug hunter on CUDA ----------------------------------------------------------
@@ -144,7 +154,9 @@ HUNT_SEEDS = {
     "spec-slots/padding": 2,
     "stale-is-prefilling": 4,
     "move-row-stale-source": 3,
-    "zero-accepted": 0,
+    # zero-accepted is left out: on the CPU the sanitizer stops the GDN kernel's read before the
+    # state-index tensor at the first capture; on the GPU that read lands in another tensor and need
+    # not change any output (see the replay test's exception), so a GPU hunt has nothing to find.
 }
 HUNT_BUDGET = 16  # each seed above finds its bug on the CPU within 2 workloads
 HUNT_SHRINK_RUNS = 12
@@ -167,7 +179,7 @@ def test_hunter_on_cuda_finds_what_it_finds_on_cpu(bug):
     assert rc_gpu == 1 and gpu["found"], f"exit {rc_gpu}: {err_gpu[-1500:]}"
     assert gpu["control"]["ok"] and cpu["control"]["ok"]  # the fixed engine passes the workload on both
     assert gpu["minimal_verdict"]["ok"] is False
-    if cpu["kind"] == "illegal" and bug in ("pad-minus-one", "zero-accepted"):
+    if cpu["kind"] == "illegal" and bug == "pad-minus-one":
         # the exception above: what the sanitizer stops on the CPU is a silent divergence on the GPU,
         # which shows only where the corrupted bytes reach an output (this workload or a later one),
         # or a real fault where the stray read leaves the allocation; a fault ends the hunter's

@@ -128,3 +128,21 @@ def test_short_speculative_decode_keeps_its_anchor():
     verdict, records = run_workload(w, BugConfig())
     assert verdict.ok, verdict.summary()
     assert [r.mode for r in records] == ["NONE", "FULL", "PIECEWISE", "PIECEWISE"]
+
+
+def test_a_prompt_remainder_of_uniform_length_does_not_replay_the_decode_graph():
+    # Speculative decoding (uniform query length 2) and a token budget of 8: a 10-token prompt is
+    # prefilled as 8 + 2. The 2-token remainder has the decode graph's shape, but the Mamba builder
+    # classifies it as a prefill (no reclassification: it is not one token), so replaying the graph
+    # would read its stale buffers. The runner keeps it eager and the request matches its reference.
+    from mambalab.lab.scenarios import run_workload
+    from mambalab.lab.workload import Workload
+
+    rc = RunnerConfig(max_num_seqs=4, max_num_batched_tokens=8, max_model_len=32, block_size=4, num_blocks=20,
+                      num_speculative_tokens=1)
+    w = Workload(EngineConfig(rc, model_seed=6, acceptance=(1, 0, 1, 1), drafter_seed=747),
+                 {1: [Add("r2", (12, 16, 5, 27, 1, 23, 15, 27, 19, 22), 5)]})
+    verdict, records = run_workload(w, BugConfig())
+    assert verdict.ok, verdict.summary()
+    remainder = [r for r in records if r.scheduled == {"r2": 2} and r.num_prefills == 1]
+    assert remainder and all(r.mode != "FULL" for r in remainder), [(r.step, r.mode) for r in records]

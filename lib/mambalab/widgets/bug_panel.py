@@ -61,7 +61,7 @@ def _header(spec: BugSpec) -> str:
     b = BUGS[spec.bug]
     return (f"<div style='font-size:13px;line-height:1.45;max-width:960px'>"
             f"<div style='font-size:16px;font-weight:600'>{esc(b.id)} — "
-            f"<a href='{esc(b.url)}' target='_blank'>#{b.pr}</a> {esc(b.title)} (fixed in vLLM {esc(b.fixed_in)})</div>"
+            f"<a href='{esc(b.url)}' target='_blank'>#{b.pr}</a> {esc(b.title)} ({esc(b.release_note)})</div>"
             f"<div style='margin-top:3px'><b>What goes wrong.</b> {esc(b.mechanism)}</div>"
             f"<div style='margin-top:3px'><b>What to watch.</b> {spec.lesson}</div></div>")
 

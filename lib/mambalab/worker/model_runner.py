@@ -245,9 +245,15 @@ class ModelRunner:
         uq = self.cfg.uniform_decode_query_len
         # Shape: vLLM 0.33's _is_uniform_decode (every row schedules 1 + num_spec tokens), so a one-token
         # chunk with prior state replays the decode graph and the Mamba builder reclassifies it (#42430).
-        # OURS: no live row may be a *first* prompt chunk (nothing computed yet: it stays a prefill).
-        first_chunk = ib.is_prefilling(p.num_reqs) & (ib.num_computed_tokens_cpu[: p.num_reqs] == 0)
-        uniform = p.max_query_len == uq and p.num_tokens == uq * p.num_reqs and not first_chunk.any()
+        # OURS: a live row still prefilling keeps the batch off the decode graph unless the builder runs
+        # it as a decode (that one-token chunk with prior state). A first prompt chunk stays a prefill;
+        # so does, under speculative decoding, a prompt remainder of exactly 1 + num_spec tokens, which
+        # the shape rule alone would replay while the builder classifies it as a prefill (stale graph
+        # buffers: found by the hunter's clean run; whether upstream meets it was not checked).
+        q = p.num_scheduled_tokens[: p.num_reqs]
+        nc = ib.num_computed_tokens_cpu[: p.num_reqs]
+        stays_prefill = ib.is_prefilling(p.num_reqs) & ~((nc > 0) & (q == 1))
+        uniform = p.max_query_len == uq and p.num_tokens == uq * p.num_reqs and not stays_prefill.any()
         desc = dispatch(p.num_tokens, p.num_reqs, uniform_decode=uniform, capture_sizes=self.capture_sizes,
                         max_num_seqs=self.cfg.max_num_seqs, num_spec_tokens=self.cfg.num_speculative_tokens,
                         num_tokens_across_dp=num_tokens_across_dp)
@@ -402,10 +408,9 @@ class ModelRunner:
         for row, rid in enumerate(ib.req_ids):
             q = int(p.num_scheduled_tokens[row])
             toks = sampled.get(rid)
-            if toks and rid in so.scheduled_spec_decode_tokens:
-                ib.num_accepted_tokens_cpu[row] = len(toks)
-            elif not self.bugs.has("zero-accepted"):
-                ib.num_accepted_tokens_cpu[row] = 1  # pre-fix: only speculative rows were written
+            # Every row's count is written, as upstream V1 does (the leading accepted tokens of a
+            # speculative row, 1 otherwise); the lab's zero of ``zero-accepted`` is a padded row's.
+            ib.num_accepted_tokens_cpu[row] = len(toks) if toks and rid in so.scheduled_spec_decode_tokens else 1
             if self.cfg.mamba_cache_mode == "all" and self.cfg.num_speculative_tokens:
                 if row < num_decodes:
                     seq_len = int(ib.num_computed_tokens_cpu[row]) + q
