@@ -58,6 +58,11 @@ def test_readme_gives_the_make_targets_that_exist():
 def test_cli_lists_the_catalogue():
     out = subprocess.run([sys.executable, "-m", "mambalab", "bugs"], capture_output=True, text=True,
                          check=True).stdout
+    from mambalab.lab.bugs import CATALOGUE
+
     lines = out.strip().splitlines()
-    assert len(lines) == 7
-    assert lines[0].split()[:2] == ["pad-minus-one", "#35431"]
+    assert lines[0].split()[:5] == ["id", "PR", "status", "fixed", "in"]  # the header
+    rows = [ln for ln in lines[1:] if ln and not ln.startswith(" ") and not ln.startswith("The default")]
+    assert [r.split()[0] for r in rows] == [b.id for b in CATALOGUE]  # one row per catalogue entry, in order
+    assert rows[0].split()[:4] == ["pad-minus-one", "#35431", "merged", "0.20"]
+    assert any(r.split()[:4] == ["zero-accepted", "#48475", "open", "-"] for r in rows)  # in no release
