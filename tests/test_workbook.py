@@ -325,3 +325,14 @@ def test_workload_steps_is_the_step_list_wrapped():
     assert all(len(ln) <= 60 or " " not in ln.strip() for ln in text.split("\n"))
     assert " ".join(text.split()) == " ".join(" ".join(step_list(w)).split())  # the same words, none split
     assert text.split("\n")[0].startswith("engine: DP")
+
+
+def test_trace_draws_a_prefilling_live_row_in_a_full_graph_step_as_a_replay():
+    # #42430's step: the FULL decode graph replays while X's one-token chunk is classified as a prefill.
+    # The drawing takes the step's mode from its record (not inferred from "no live row prefills").
+    t = wb.trace("single-token-extend", at=[5])
+    assert t.snapshot(5).record.mode == "FULL"
+    title = wb.figure_title(t.draw_metadata(5))
+    assert title.startswith("row 2 replays") and "no FULL graph" not in title, title
+    fixed = wb.trace("single-token-extend", fixed=True, at=[5])
+    assert wb.figure_title(fixed.draw_metadata(5)) == "3 decodes + 1 padded row, 0 prefills: graph buffers refreshed"

@@ -80,11 +80,16 @@ def findings_block_table(vi: ViewInput) -> list[Finding]:
     return analyse_block_table(vi.rv.table, **_block_table_args(vi.rv)).findings
 
 
+def _mode(rv) -> str | None:
+    """The graph mode of the step whose metadata is shown (None: not this step's, let the drawing infer it)."""
+    return rv.record.mode if rv.record is not None and rv.ran_at == rv.step else None
+
+
 def findings_metadata(vi: ViewInput) -> list[Finding]:
     rv = vi.rv
     if rv.cm is None:
         return [Finding(INFO, "no step has run on this rank yet", 0)]
-    return analyse_metadata(rv.cm, rv.md, num_reqs=rv.meta_n, builder=rv.builder)["findings"]
+    return analyse_metadata(rv.cm, rv.md, num_reqs=rv.meta_n, builder=rv.builder, mode=_mode(rv))["findings"]
 
 
 def findings_state_pool(vi: ViewInput) -> list[Finding]:
@@ -131,7 +136,7 @@ def shape_metadata(vi: ViewInput) -> Hashable:
     rv = vi.rv
     if rv.cm is None:
         return ("message",)
-    A = analyse_metadata(rv.cm, rv.md, num_reqs=rv.meta_n, builder=rv.builder)
+    A = analyse_metadata(rv.cm, rv.md, num_reqs=rv.meta_n, builder=rv.builder, mode=_mode(rv))
     return ("md", A["P"], max([A["P"]] + [len(v) for v in A["extra"].values()]))
 
 
@@ -179,7 +184,8 @@ def draw_metadata(vi: ViewInput, fig):
     rv = vi.rv
     if rv.cm is None:
         return message_figure("No step has run on this rank yet: press Step.", "attention metadata", fig)
-    return viz.draw_metadata(rv.cm, rv.md, num_reqs=rv.meta_n, builder=rv.builder, req_ids=rv.meta_req_ids, fig=fig)
+    return viz.draw_metadata(rv.cm, rv.md, num_reqs=rv.meta_n, builder=rv.builder, req_ids=rv.meta_req_ids,
+                             mode=_mode(rv), fig=fig)
 
 
 def draw_state_pool(vi: ViewInput, fig):

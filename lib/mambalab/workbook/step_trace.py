@@ -141,6 +141,8 @@ class Trace:
         if s.cm is None:
             raise ValueError(f"step {step}, rank {rank} built no metadata")
         req_ids = list(s.record.req_ids) if s.record is not None else list(s.input_batch.req_ids)
+        if s.record is not None:
+            kw.setdefault("mode", s.record.mode)  # the step's graph mode, as the runner dispatched it
         return viz.draw_metadata(s.cm, s.md, num_reqs=s.num_reqs, builder=s.builder, req_ids=req_ids or None,
                                  **kw)
 
