@@ -289,6 +289,8 @@ def test_launch_rule_for_real_shapes(monkeypatch):
     small = choose_launch_config(128, 64, 128, 8, torch.float32, dev)
     assert small == LaunchConfig(4, 1)  # fp32 at batch <= 8: the most programs (latency-bound)
     assert choose_launch_config(128, 64, 128, 8, torch.bfloat16, dev) == LaunchConfig(16, 1)
+    # fp32 state with fp32 activations (x, B, C, z): 8 rows
+    assert choose_launch_config(128, 64, 128, 64, torch.float32, dev, activation_size=4) == LaunchConfig(8, 1)
     # speculative decoding / varlen (several tokens a request), and A / dt per element
     assert choose_launch_config(128, 64, 128, 64, torch.float32, dev, multi_token=True) == LaunchConfig(8, 1)
     assert choose_launch_config(128, 64, 128, 64, torch.bfloat16, dev, multi_token=True) == LaunchConfig(16, 1)
