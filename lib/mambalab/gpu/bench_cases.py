@@ -1,0 +1,283 @@
+"""The bench's configurations as inputs: one :class:`Case` per kernel (SSU, GDN, conv) holding the inputs
+every implementation (mambalab, vLLM 0.33) is called on, and the agreement gate that compares them before any
+timing. The timing harness, the rows and the command line are :mod:`mambalab.gpu.bench`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mambalab.lab.bugs import BugConfig
+from mambalab.constants import NULL_BLOCK_ID
+
+# -- shapes (kernels.md) -----------------------------------------------------------
+SSU = dict(nheads=128, headdim=64, dstate=128, ngroups=8)  # NemotronH-8B class
+GDN = dict(H=16, HV=32, K=128, V=128)  # Qwen3-Next TP1
+CONV = dict(dim=8192, width=4)  # Qwen3-Next
+
+
+def _indices(active: int, captured: int) -> torch.Tensor:
+    idx = torch.full((captured,), NULL_BLOCK_ID, dtype=torch.int32)
+    idx[:active] = torch.randperm(active, dtype=torch.int32) + 1
+    return idx.cuda()
+
+
+def _esize(dtype: torch.dtype) -> int:
+    return torch.tensor([], dtype=dtype).element_size()
+
+
+class Case:
+    """One configuration's inputs, shared by every implementation (so the gate compares like with like).
+
+    ``call(impl, pool, bugs)`` is one launch of an implementation on ``pool``; ``make_pools(L)`` the
+    ``L`` pools of a cold-cache graph; ``live_slots`` / ``live_out`` what the gate compares.
+    """
+
+    kernel = ""
+    nbytes = 0
+    pool_bytes = 0
+
+    def __init__(self, pools: str):
+        self.pools_mode = pools
+        self._base: torch.Tensor | None = None
+
+    def new_pool(self) -> torch.Tensor:  # pragma: no cover - per kernel
+        raise NotImplementedError
+
+    def make_pools(self, n: int) -> list[torch.Tensor]:
+        if self.pools_mode == "cloned":
+            if self._base is None:
+                self._base = self.new_pool(scale=1.0)
+            return [self._base.clone() for _ in range(n)]
+        return [self.new_pool(scale=0.1) for _ in range(n)]
+
+
+class SSUCase(Case):
+    """``selective_state_update`` as ``mamba_mixer2`` calls it (``A``, ``dt``, ``dt_bias``, ``D`` per head)."""
+
+    kernel = "ssu"
+
+    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head"):
+        super().__init__(pools)
+        nh, hd, ds, ng = SSU["nheads"], SSU["headdim"], SSU["dstate"], SSU["ngroups"]
+        dev = "cuda"
+        self.state_dtype, self.T = state, tokens
+        if tokens == 1:
+            rows, ntok, self.slots = captured, captured, captured + 1
+            self.idx = _indices(active, captured)
+            self.num_acc = self.cu = None
+        else:  # speculative decoding: request r owns slots idx[r, :], reads column num_accepted - 1
+            rows, ntok, self.slots = active, active * tokens, active * tokens + 1
+            self.idx = (torch.randperm(active * tokens, dtype=torch.int32) + 1).view(active, tokens).cuda()
+            self.num_acc = torch.randint(1, tokens + 1, (active,), dtype=torch.int32).cuda()
+            self.cu = torch.arange(0, ntok + 1, tokens, dtype=torch.int32, device=dev)
+        self.rows, self.active, self.live_rows = rows, active, active
+        self.x = torch.randn(ntok, nh, hd, device=dev, dtype=act)
+        if dt == "head":  # mamba_mixer2's decode call: one value per head, broadcast (stride 0)
+            self.dt = torch.randn(ntok, nh, device=dev, dtype=act)[:, :, None].expand(ntok, nh, hd)
+            self.A = (-torch.rand(nh, device=dev))[:, None, None].expand(nh, hd, ds)
+            self.dt_bias = torch.randn(nh, device=dev)[:, None].expand(nh, hd)
+            self.D = torch.randn(nh, device=dev)[:, None].expand(nh, hd)
+        else:  # "element": full tensors (vLLM's kernel tests and tuning benchmark make them so)
+            self.dt = torch.randn(ntok, nh, hd, device=dev, dtype=act)
+            self.A = -torch.rand(nh, hd, ds, device=dev)
+            self.dt_bias = torch.randn(nh, hd, device=dev)
+            self.D = torch.randn(nh, hd, device=dev)
+        self.B = torch.randn(ntok, ng, ds, device=dev, dtype=act)
+        self.C = torch.randn(ntok, ng, ds, device=dev, dtype=act)
+        self.z = torch.randn(ntok, nh, hd, device=dev, dtype=act) if z else None
+        self.out = torch.empty_like(self.x)
+        self.shape = (self.slots, nh, hd, ds)
+        state_bytes = nh * hd * ds * _esize(state)
+        self.pool_bytes = self.slots * state_bytes
+        self.nbytes = active * (2 if tokens == 1 else 1 + tokens) * state_bytes
+
+    def new_pool(self, scale=0.1):
+        p = torch.randn(self.shape, device="cuda", dtype=self.state_dtype)
+        return p.mul_(scale) if scale != 1.0 else p
+
+    def call(self, impl, pool, bugs=None):
+        kw = dict(z=self.z, dt_softplus=True, state_batch_indices=self.idx, out=self.out)
+        if self.T > 1:
+            kw.update(dst_state_batch_indices=self.idx, num_accepted_tokens=self.num_acc, cu_seqlens=self.cu)
+        if impl == "vllm":
+            from vllm.model_executor.layers.mamba.ops.mamba_ssm import selective_state_update as fn  # type: ignore
+
+            return fn(pool, self.x, self.dt, self.A, self.B, self.C, self.D, self.dt_bias, **kw)
+        from mambalab.kernels.mamba_ssm import selective_state_update
+
+        return selective_state_update(pool, self.x, self.dt, self.A, self.B, self.C, self.D, dt_bias=self.dt_bias,
+                                      bugs=bugs, **kw)
+
+    def live_out(self):
+        return self.out[: self.active * self.T]
+
+    def live_slots(self):
+        return self.idx[: self.active].reshape(-1).long()
+
+
+class GDNCase(Case):
+    """``fused_recurrent_gated_delta_rule`` on a slot pool, as vLLM's GDN layer calls it in decode."""
+
+    kernel = "gdn"
+
+    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head"):
+        super().__init__(pools)
+        H, HV, K, V = GDN["H"], GDN["HV"], GDN["K"], GDN["V"]
+        dev = "cuda"
+        self.state_dtype, self.T, self.active = state, tokens, active
+        if tokens == 1:
+            ntok, self.slots = captured, captured + 1
+            self.idx = _indices(active, captured)
+            self.num_acc = None
+            self.cu = torch.arange(captured + 1, dtype=torch.int32, device=dev)
+        else:
+            ntok, self.slots = active * tokens, active * tokens + 1
+            self.idx = (torch.randperm(active * tokens, dtype=torch.int32) + 1).view(active, tokens).cuda()
+            self.num_acc = torch.randint(1, tokens + 1, (active,), dtype=torch.int32).cuda()
+            self.cu = torch.arange(0, ntok + 1, tokens, dtype=torch.int32, device=dev)
+        self.q = torch.randn(1, ntok, H, K, device=dev, dtype=act)
+        self.k = torch.nn.functional.normalize(torch.randn(1, ntok, H, K, device=dev), dim=-1).to(act)
+        self.v = torch.randn(1, ntok, HV, V, device=dev, dtype=act)
+        self.g = -torch.rand(1, ntok, HV, device=dev) * 0.1
+        self.beta = torch.rand(1, ntok, HV, device=dev).to(act)
+        self.shape = (self.slots, HV, V, K)
+        state_bytes = HV * V * K * _esize(state)
+        self.pool_bytes = self.slots * state_bytes
+        self.nbytes = active * (2 if tokens == 1 else 1 + tokens) * state_bytes
+        self.out = None
+
+    def new_pool(self, scale=0.1):
+        p = torch.randn(self.shape, device="cuda", dtype=self.state_dtype)
+        return p.mul_(scale) if scale != 1.0 else p
+
+    def call(self, impl, pool, bugs=None):
+        args = (self.q, self.k, self.v, self.g, self.beta)
+        kw = dict(initial_state=pool, inplace_final_state=True, cu_seqlens=self.cu, ssm_state_indices=self.idx,
+                  num_accepted_tokens=self.num_acc, use_qk_l2norm_in_kernel=True)
+        if impl == "vllm":
+            from vllm.third_party.flash_linear_attention.ops.fused_recurrent import (  # type: ignore
+                fused_recurrent_gated_delta_rule as fn,
+            )
+
+            o, _ = fn(*args, **kw)
+        else:
+            from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
+
+            o, _ = fused_recurrent_gated_delta_rule(*args, bugs=bugs, **kw)
+        self.out = o
+        return o
+
+    def live_out(self):
+        o = self.out.reshape(-1, *self.out.shape[-2:])
+        return o[: self.active * self.T]
+
+    def live_slots(self):
+        return self.idx[: self.active].reshape(-1).long()
+
+
+class ConvCase(Case):
+    """``causal_conv1d_update`` (decode; with ``num_accepted_tokens`` and varlen rows for speculation)."""
+
+    kernel = "conv"
+
+    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head"):
+        super().__init__(pools)
+        dim, width = CONV["dim"], CONV["width"]
+        dev = "cuda"
+        self.state_dtype, self.T, self.active = state, tokens, active
+        self.state_len = width - 1 + (tokens - 1)
+        if tokens == 1:
+            rows, ntok, self.slots = captured, captured, captured + 1
+            self.idx = _indices(active, captured)
+            self.num_acc = self.qsl = None
+        else:
+            rows, ntok, self.slots = active, active * tokens, active + 1
+            self.idx = _indices(active, active)
+            self.num_acc = torch.randint(1, tokens + 1, (active,), dtype=torch.int32).cuda()
+            self.qsl = torch.arange(0, ntok + 1, tokens, dtype=torch.int32, device=dev)
+        self.x = torch.randn(ntok, dim, device=dev, dtype=act)
+        self.w = torch.randn(dim, width, device=dev, dtype=act)
+        self.b = torch.randn(dim, device=dev, dtype=act)
+        self.out = torch.empty_like(self.x)
+        es = _esize(state)
+        self.pool_bytes = self.slots * self.state_len * dim * es
+        hist = width - 1
+        per_req = (hist + (hist - 1 + tokens)) * dim * es if tokens > 1 else 2 * hist * dim * es
+        self.nbytes = active * (per_req + 2 * tokens * dim * _esize(act))
+
+    def new_pool(self, scale=0.1):
+        from mambalab.kernels.causal_conv1d import make_conv_state
+
+        s = make_conv_state(self.slots, CONV["dim"], self.state_len, self.state_dtype, "cuda")
+        s.copy_(torch.randn_like(s) * scale)
+        return s
+
+    def call(self, impl, pool, bugs=None):
+        kw = dict(activation="silu", conv_state_indices=self.idx, out=self.out)
+        if self.T > 1:
+            kw.update(num_accepted_tokens=self.num_acc, query_start_loc=self.qsl, max_query_len=self.T)
+        if impl == "vllm":
+            from vllm.model_executor.layers.mamba.ops.causal_conv1d import causal_conv1d_update as fn  # type: ignore
+
+            return fn(self.x, pool, self.w, self.b, **kw)
+        from mambalab.kernels.causal_conv1d import causal_conv1d_update
+
+        return causal_conv1d_update(self.x, pool, self.w, self.b, bugs=bugs, **kw)
+
+    def live_out(self):
+        return self.out[: self.active * self.T]
+
+    def live_slots(self):
+        return self.idx[: self.active].reshape(-1).long()
+
+
+CASES = {"ssu": SSUCase, "gdn": GDNCase, "conv": ConvCase}
+# relative RMS error allowed between two implementations (kernels.md tolerances, as RMS)
+GATE_TOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 1e-2}
+
+
+def _rel_rms(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.float(), b.float()
+    return float((a - b).pow(2).mean().sqrt() / b.pow(2).mean().sqrt().clamp_min(1e-12))
+
+
+def agreement(case: Case, impls: list[str]) -> tuple[bool, str]:
+    """Run every implementation once on a copy of the same pool; compare outputs and updated slots.
+
+    The untouched slots (the null block included) must stay bit-identical to the input pool.
+    """
+    base = case.make_pools(1)[0]
+    results = {}
+    for impl in impls:
+        pool = base.clone()
+        if case.kernel != "gdn":
+            case.out.fill_(float("nan"))  # poison: every live element must be written
+        case.call(impl, pool, None if impl != "mambalab" else BugConfig.fixed())
+        torch.cuda.synchronize()
+        results[impl] = (case.live_out().clone(), pool)
+    live = case.live_slots()
+    keep = torch.ones(base.shape[0], dtype=torch.bool, device=base.device)
+    keep[live] = False
+    ref_out, ref_pool = results[impls[0]]
+    msgs, ok = [], True
+    for impl in impls:
+        out, pool = results[impl]
+        if not torch.equal(pool[keep], base[keep]):
+            ok = False
+            msgs.append(f"{impl}: untouched slots changed")
+        if not bool(torch.isfinite(out.float()).all()):
+            ok = False
+            msgs.append(f"{impl}: non-finite outputs")
+        if impl == impls[0]:
+            continue
+        e_out = _rel_rms(out, ref_out)
+        e_state = _rel_rms(pool[live], ref_pool[live])
+        tol_out, tol_state = GATE_TOL[out.dtype], GATE_TOL[pool.dtype]
+        if case.kernel == "conv":
+            tol_state = 0.0  # the conv state is a copy of inputs: exact
+        if e_out > tol_out or e_state > tol_state:
+            ok = False
+        msgs.append(f"{impl} vs {impls[0]}: out {e_out:.1e}, state {e_state:.1e}")
+    del results
+    return ok, "; ".join(msgs)

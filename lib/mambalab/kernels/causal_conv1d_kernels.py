@@ -1,0 +1,306 @@
+"""The Triton kernels of :func:`mambalab.kernels.causal_conv1d.causal_conv1d_update`.
+
+Two kernels, launched by that wrapper (the state convention, the guard and the launch design are described in
+:mod:`mambalab.kernels.causal_conv1d`):
+
+* :func:`_causal_conv1d_update_kernel`, the general kernel: speculative decoding (``num_accepted_tokens``),
+  varlen rows (``query_start_loc``) and several tokens a row; one program per (row, block of channels).
+* :func:`_causal_conv1d_decode_kernel`, the plain decode step (one token a row, width 2 to 4): ``ROWS``
+  requests per program.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from mambalab.kernels.common import is_live_slot
+
+
+@triton.jit
+def _causal_conv1d_update_kernel(
+    x_ptr,  # (batch, dim, seqlen) or varlen (num_tokens, dim), any strides
+    w_ptr,  # (dim, width)
+    bias_ptr,  # (dim,) if HAS_BIAS
+    state_ptr,  # pool, logical (num_slots, dim, state_len), stride over dim is 1
+    idx_ptr,  # (batch,) or (batch, k) if HAS_INDICES: column 0 is used
+    accepted_ptr,  # (batch,) if IS_SPEC
+    qsl_ptr,  # (batch + 1,) if IS_VARLEN
+    out_ptr,  # same layout as x
+    dim,
+    null_block_id,
+    stride_x_row,
+    stride_x_dim,
+    stride_x_tok,
+    stride_w_dim,
+    stride_w_tap,
+    stride_bias,
+    stride_state_slot,
+    stride_state_pos,
+    stride_idx_row,
+    stride_accepted,
+    stride_qsl,
+    stride_out_row,
+    stride_out_dim,
+    stride_out_tok,
+    WIDTH: tl.constexpr,
+    MAX_T: tl.constexpr,  # x's seqlen, or max_query_len (varlen): most tokens a row may have
+    NP2_U: tl.constexpr,  # next_power_of_2(WIDTH - 1 + MAX_T): rows of the u tile
+    HAS_BIAS: tl.constexpr,
+    HAS_INDICES: tl.constexpr,
+    IS_SPEC: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+    SILU: tl.constexpr,
+    GUARD: tl.constexpr,
+    CLAMP_ACCEPTED: tl.constexpr,  # always True: the offset is clamped (module doc)
+    BLOCK_N: tl.constexpr,
+    USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+; off on the interpreter)
+    UNROLL_T: tl.constexpr = 8,  # up to this many tokens a row: the token loop unrolled
+):
+    HIST = WIDTH - 1  # history length (a constexpr)
+    if USE_PDL:
+        # As the SSU does: let the next launch's programs be scheduled, then wait for every earlier launch;
+        # nothing is read before the wait.
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
+    row = tl.program_id(0).to(tl.int64)
+    chans = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    chan_ok = chans < dim
+
+    # -- this row's tokens ------------------------------------------------
+    if IS_VARLEN:
+        start = tl.load(qsl_ptr + row * stride_qsl).to(tl.int64)
+        end = tl.load(qsl_ptr + (row + 1) * stride_qsl).to(tl.int64)
+        seqlen = tl.minimum(tl.maximum(end - start, 0), MAX_T)
+    else:
+        start = 0
+        seqlen = MAX_T
+    x_row = x_ptr + row * stride_x_row + start * stride_x_tok + chans * stride_x_dim
+    out_row = out_ptr + row * stride_out_row + start * stride_out_tok + chans * stride_out_dim
+
+    # -- which slot, and may we touch it? ----------------------------------
+    if HAS_INDICES:
+        slot = tl.load(idx_ptr + row * stride_idx_row).to(tl.int64)
+        live = is_live_slot(slot, null_block_id, GUARD)
+        if live == 0:
+            # Padding: no state traffic; the output is the input (upstream: in place over x).
+            t = tl.zeros([], dtype=tl.int32)
+            while t < seqlen:  # not range(): Triton 3.6's interpreter under NumPy 2.4
+                x_in = tl.load(x_row + t * stride_x_tok, mask=chan_ok, other=0.0)
+                tl.store(out_row + t * stride_out_tok, x_in.to(out_ptr.dtype.element_ty), mask=chan_ok)
+                t += 1
+            return
+    else:
+        slot = row  # a dense batch: row b owns slot b, there is no padding to skip
+    if seqlen == 0:
+        return
+
+    # -- where the history starts, how far the state shifts ----------------
+    if IS_SPEC:
+        accepted = tl.load(accepted_ptr + row * stride_accepted).to(tl.int64)
+        if CLAMP_ACCEPTED:  # a count of 0 reads as 1 (ours; module doc)
+            off = tl.maximum(accepted - 1, 0)
+        else:
+            off = accepted - 1
+        shift = 1
+        new_len = HIST - 1 + seqlen
+    else:
+        off = 0
+        shift = seqlen
+        new_len = HIST
+
+    # -- u = [history (HIST columns) | new tokens (seqlen)], fp32 ----------
+    pos = tl.arange(0, NP2_U)
+    in_hist = pos < HIST
+    in_x = (pos >= HIST) & (pos < HIST + seqlen)
+    slot_base = state_ptr + slot * stride_state_slot
+    hist_col = tl.where(in_hist, off + pos, off)  # never form a pointer we do not use
+    hist = tl.load(
+        slot_base + hist_col[:, None] * stride_state_pos + chans[None, :],
+        mask=in_hist[:, None] & chan_ok[None, :],
+        other=0.0,
+        eviction_policy="evict_first",
+    )
+    x_tok = tl.where(in_x, pos - HIST, 0)
+    xv = tl.load(
+        x_row[None, :] + x_tok[:, None] * stride_x_tok,
+        mask=in_x[:, None] & chan_ok[None, :],
+        other=0.0,
+    )
+    xv = xv.to(state_ptr.dtype.element_ty)  # what the state will keep
+    u = tl.where(in_hist[:, None], hist.to(tl.float32), xv.to(tl.float32))
+
+    # -- outputs: token t's window is u[t : t + WIDTH] ---------------------
+    if HAS_BIAS:
+        acc0 = tl.load(bias_ptr + chans * stride_bias, mask=chan_ok, other=0.0).to(tl.float32)
+    else:
+        acc0 = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    w_row = w_ptr + chans * stride_w_dim
+    if MAX_T <= UNROLL_T:
+        # Few tokens (speculative decoding): one copy of the body per token, so which column each tap
+        # reads, and from where, is known when compiling. On an H200 (T = 2..4, batch 1..256, PDL off)
+        # 1.16-1.6x faster than the rolled loop that picked u[t + j] out of the register tile
+        # (geometric mean 1.34x; reading from memory in the rolled loop alone: 1.21x).
+        for t in tl.static_range(MAX_T):
+            if t < seqlen:
+                acc = acc0
+                for j in tl.static_range(WIDTH):
+                    w_j = tl.load(w_row + j * stride_w_tap, mask=chan_ok, other=0.0, eviction_policy="evict_last")
+                    if t + j < HIST:
+                        u_k = tl.load(slot_base + (off + t + j) * stride_state_pos + chans, mask=chan_ok,
+                                      other=0.0).to(tl.float32)
+                    else:
+                        u_k = tl.load(x_row + (t + j - HIST) * stride_x_tok, mask=chan_ok, other=0.0)
+                        u_k = u_k.to(state_ptr.dtype.element_ty).to(tl.float32)  # as the state keeps it
+                    acc += w_j.to(tl.float32) * u_k
+                if SILU:
+                    acc = acc / (1.0 + tl.exp(-acc))
+                tl.store(out_row + t * stride_out_tok, acc.to(out_ptr.dtype.element_ty), mask=chan_ok)
+    else:
+        t = tl.zeros([], dtype=tl.int32)
+        while t < seqlen:  # not range(): Triton 3.6's interpreter under NumPy 2.4
+            acc = acc0
+            for j in tl.static_range(WIDTH):
+                # the same taps serve every row: ask the cache to keep them
+                w_j = tl.load(w_row + j * stride_w_tap, mask=chan_ok, other=0.0, eviction_policy="evict_last")
+                # u[t + j], read again where it lives (the slot's history column or the token), a cache
+                # hit after the tile's load above; picking the row out of the register tile instead
+                # (a masked sum over its rows) made this kernel instruction-bound: 63% of issue slots
+                # busy and 16% of DRAM peak at batch 64, T = 4 (docs/results/ncu-h200-vllm.txt).
+                k = t + j
+                if k < HIST:
+                    u_k = tl.load(slot_base + (off + k) * stride_state_pos + chans, mask=chan_ok, other=0.0)
+                    u_k = u_k.to(tl.float32)
+                else:
+                    u_k = tl.load(x_row + (k - HIST) * stride_x_tok, mask=chan_ok, other=0.0)
+                    u_k = u_k.to(state_ptr.dtype.element_ty).to(tl.float32)  # as the state keeps it
+                acc += w_j.to(tl.float32) * u_k
+            if SILU:
+                acc = acc / (1.0 + tl.exp(-acc))
+            tl.store(out_row + t * stride_out_tok, acc.to(out_ptr.dtype.element_ty), mask=chan_ok)
+            t += 1
+
+    # -- new state: u[shift : shift + new_len] -> columns [0, new_len) -----
+    # In place: every thread's loads of this slot must be done before any
+    # thread overwrites it (a column's rows may live in different threads).
+    tl.debug_barrier()
+    keep = (pos >= shift) & (pos < shift + new_len)
+    dst_col = tl.where(keep, pos - shift, 0)
+    tl.store(
+        slot_base + dst_col[:, None] * stride_state_pos + chans[None, :],
+        u.to(state_ptr.dtype.element_ty),
+        mask=keep[:, None] & chan_ok[None, :],
+        eviction_policy="evict_first",
+    )
+
+
+@triton.jit
+def _causal_conv1d_decode_kernel(
+    x_ptr,  # (batch, dim), any strides
+    w_ptr,  # (dim, width)
+    bias_ptr,  # (dim,) if HAS_BIAS
+    state_ptr,  # pool, logical (num_slots, dim, state_len), stride over dim is 1
+    idx_ptr,  # (batch,) or (batch, k) if HAS_INDICES: column 0 is used
+    out_ptr,  # (batch, dim)
+    batch,
+    dim,
+    null_block_id,
+    stride_x_row,
+    stride_x_dim,
+    stride_w_dim,
+    stride_w_tap,
+    stride_bias,
+    stride_state_slot,
+    stride_state_pos,
+    stride_idx_row,
+    stride_out_row,
+    stride_out_dim,
+    WIDTH: tl.constexpr,  # 2, 3 or 4
+    HAS_BIAS: tl.constexpr,
+    HAS_INDICES: tl.constexpr,
+    SILU: tl.constexpr,
+    GUARD: tl.constexpr,
+    ROWS: tl.constexpr,  # requests per program
+    BLOCK_N: tl.constexpr,
+    USE_PDL: tl.constexpr = False,  # programmatic dependent launch (as the general kernel)
+):
+    """The plain decode step (one token a row, no speculation): ``ROWS`` requests per program.
+
+    Same results as :func:`_causal_conv1d_update_kernel` for that case, laid out
+    for bandwidth: each history column of ``ROWS`` requests is one
+    ``[ROWS, BLOCK_N]`` load, all issued before any arithmetic, and the taps
+    are loaded once for all the rows. A padded row (the guard) loads and
+    stores no state and gets its input as output; a program of padded rows only
+    touches its index loads and that copy.
+    """
+    HIST: tl.constexpr = WIDTH - 1
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    chans = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < batch
+    chan_ok = chans < dim
+    if HAS_INDICES:
+        slots = tl.load(idx_ptr + rows * stride_idx_row, mask=row_ok, other=0).to(tl.int64)
+        live = row_ok & is_live_slot(slots, null_block_id, GUARD)
+    else:
+        slots = rows.to(tl.int64)  # a dense batch: row b owns slot b
+        live = row_ok
+    io_mask = row_ok[:, None] & chan_ok[None, :]
+    st_mask = live[:, None] & chan_ok[None, :]
+    col0 = state_ptr + slots[:, None] * stride_state_slot + chans[None, :]
+
+    # -- every load first: history columns, the new token, the taps ---------
+    h0 = tl.load(col0, mask=st_mask, other=0.0, eviction_policy="evict_first")
+    if HIST > 1:
+        h1 = tl.load(col0 + stride_state_pos, mask=st_mask, other=0.0, eviction_policy="evict_first")
+    else:
+        h1 = h0
+    if HIST > 2:
+        h2 = tl.load(col0 + 2 * stride_state_pos, mask=st_mask, other=0.0, eviction_policy="evict_first")
+    else:
+        h2 = h0
+    x_in = tl.load(x_ptr + rows[:, None] * stride_x_row + chans[None, :] * stride_x_dim, mask=io_mask, other=0.0)
+    xv = x_in.to(state_ptr.dtype.element_ty)  # what the state will keep
+    w_row = w_ptr + chans * stride_w_dim
+    w0 = tl.load(w_row, mask=chan_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    w1 = tl.load(w_row + stride_w_tap, mask=chan_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    if HAS_BIAS:
+        acc = tl.load(bias_ptr + chans * stride_bias, mask=chan_ok, other=0.0).to(tl.float32)[None, :]
+    else:
+        acc = tl.zeros((1, BLOCK_N), dtype=tl.float32)
+
+    # -- the window [h0 .. h_{HIST-1}, x] times the taps --------------------
+    acc = acc + w0[None, :] * h0.to(tl.float32)
+    if HIST == 1:
+        acc = acc + w1[None, :] * xv.to(tl.float32)
+    else:
+        acc = acc + w1[None, :] * h1.to(tl.float32)
+        w2 = tl.load(w_row + 2 * stride_w_tap, mask=chan_ok, other=0.0, eviction_policy="evict_last")
+        if HIST == 2:
+            acc = acc + w2.to(tl.float32)[None, :] * xv.to(tl.float32)
+        else:
+            acc = acc + w2.to(tl.float32)[None, :] * h2.to(tl.float32)
+            w3 = tl.load(w_row + 3 * stride_w_tap, mask=chan_ok, other=0.0, eviction_policy="evict_last")
+            acc = acc + w3.to(tl.float32)[None, :] * xv.to(tl.float32)
+    if SILU:
+        acc = acc / (1.0 + tl.exp(-acc))
+    acc = tl.where(live[:, None], acc, x_in.to(tl.float32))  # a padded row's output is its input
+    tl.store(out_ptr + rows[:, None] * stride_out_row + chans[None, :] * stride_out_dim,
+             acc.to(out_ptr.dtype.element_ty), mask=io_mask)
+
+    # -- the shifted history back into the slot (in place: loads done first) -
+    tl.debug_barrier()
+    if HIST == 1:
+        tl.store(col0, xv, mask=st_mask, eviction_policy="evict_first")
+    elif HIST == 2:
+        tl.store(col0, h1, mask=st_mask, eviction_policy="evict_first")
+        tl.store(col0 + stride_state_pos, xv, mask=st_mask, eviction_policy="evict_first")
+    else:
+        tl.store(col0, h1, mask=st_mask, eviction_policy="evict_first")
+        tl.store(col0 + stride_state_pos, h2, mask=st_mask, eviction_policy="evict_first")
+        tl.store(col0 + 2 * stride_state_pos, xv, mask=st_mask, eviction_policy="evict_first")
+
+
+__all__ = ["_causal_conv1d_update_kernel", "_causal_conv1d_decode_kernel"]
