@@ -102,7 +102,10 @@ def test_gdn_prefix_reads_the_previous_rows_last_column():
     assert torch.allclose(got[:, 2:], expect[:, 2:])
 
 
-@pytest.mark.parametrize("bound", [True, False])
+@pytest.mark.parametrize("bound", [True, pytest.param(False, marks=pytest.mark.cpu_only(
+    reason="unbounded, row 1 reads column -1: row 0's last slot, which row 0's program writes in the same "
+           "launch; on a GPU the two programs run in no defined order (the race is the bug), the interpreter "
+           "and the reference run them in order"))])
 def test_gdn_reference_models_both(bound):
     q, k, v, gg, beta, state, cu = gdn_inputs()
     idx = torch.tensor(IDX, dtype=torch.int32, device=DEVICE)
