@@ -63,7 +63,7 @@ class SSUCase(Case):
         dev = "cuda"
         self.state_dtype, self.T = state, tokens
         if tokens == 1:
-            rows, ntok, self.slots = captured, captured, captured + 1
+            ntok, self.slots = captured, captured + 1
             self.idx = _indices(active, captured)
             self.num_acc = self.cu = None
         else:  # speculative decoding: request r owns slots idx[r, :], reads column num_accepted - 1
@@ -188,11 +188,11 @@ class ConvCase(Case):
         self.state_dtype, self.T, self.active = state, tokens, active
         self.state_len = width - 1 + (tokens - 1)
         if tokens == 1:
-            rows, ntok, self.slots = captured, captured, captured + 1
+            ntok, self.slots = captured, captured + 1
             self.idx = _indices(active, captured)
             self.num_acc = self.qsl = None
         else:
-            rows, ntok, self.slots = active, active * tokens, active + 1
+            ntok, self.slots = active * tokens, active + 1
             self.idx = _indices(active, active)
             self.num_acc = torch.randint(1, tokens + 1, (active,), dtype=torch.int32).cuda()
             self.qsl = torch.arange(0, ntok + 1, tokens, dtype=torch.int32, device=dev)

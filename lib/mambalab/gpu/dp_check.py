@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pickle
 import platform
@@ -44,6 +45,7 @@ from mambalab.lab.bugs import BugConfig
 from mambalab.lab.scenarios import scenario_for, signatures
 from mambalab.lab.verdict import Verdict
 from mambalab.lab.workload import Workload, random_workload
+from mambalab.viz.text import Text
 
 REPLAY_BUGS = ("stale-rows", "move-row-stale-source")
 SEEDS = (0, 1, 2)
@@ -314,16 +316,14 @@ def gpus_here() -> int:
 
 def _tens(seconds: float) -> int:
     """``seconds`` rounded up to a multiple of ten (8.7 -> 10): how a bound reads, not a timing."""
-    return max(10, -(-int(seconds + 0.999) // 10) * 10)
+    return max(10, math.ceil(seconds / 10) * 10)
 
 
 def beside_cpu(cpu: dict[str, Verdict], *, seed: int = 0, live: bool | None = None,
-               recorded: str | Path = RECORDED, width: int = 110) -> "Text":
+               recorded: str | Path = RECORDED, width: int = 110) -> Text:
     """Notebook 02: each bug's pre-fix verdict from the in-process engine on the CPU (``cpu``:
     bug id -> verdict, run in the notebook) beside the same scenario on two GPUs, one process per
     rank over NCCL. Live where two GPUs are here (``live=None``), else the recorded run."""
-    from mambalab.viz.text import Text
-
     live = gpus_here() >= 2 if live is None else live
     if live:
         from mambalab.engine.dp_launcher import replay_distributed_run
