@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from mambalab.worker.cudagraph_dispatcher import default_capture_sizes
+from mambalab.worker.cudagraph_dispatcher import cudagraph_capture_sizes, full_decode_capture_sizes
 from mambalab.worker.model_runner import RunnerConfig
 from mambalab.lab.workload import Workload
 from mambalab.widgets.controls import Knob
@@ -41,9 +41,8 @@ def graph_sizes(rc: RunnerConfig) -> list[int]:
     """The FULL decode graph sizes the runner captures for ``rc`` (as ``ModelRunner.__init__``)."""
     if not rc.cudagraph:
         return []
-    uq = rc.uniform_decode_query_len
-    return sorted({uq * b for b in default_capture_sizes(rc.max_num_seqs)
-                   if b <= rc.max_num_seqs and uq * b <= rc.max_num_batched_tokens})
+    sizes = cudagraph_capture_sizes(rc.max_num_seqs, rc.max_num_batched_tokens, rc.num_speculative_tokens)
+    return full_decode_capture_sizes(sizes, rc.max_num_seqs, rc.uniform_decode_query_len)
 
 
 def padded_rows(rows: int, rc: RunnerConfig) -> int:

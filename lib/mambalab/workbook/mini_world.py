@@ -15,7 +15,7 @@ from mambalab.core.block_pool import BlockPool
 from mambalab.core.kv_cache_interface import MambaSpec
 from mambalab.lab.bugs import BugConfig
 from mambalab.viz.text import Text
-from mambalab.worker.cudagraph_dispatcher import default_capture_sizes, dispatch
+from mambalab.worker.cudagraph_dispatcher import cudagraph_capture_sizes, dispatch
 from mambalab.worker.input_batch import CachedRequestState, InputBatch
 from mambalab.worker.runner_inputs import RunnerBuffers
 from mambalab.workbook.blocks import _block_status
@@ -45,10 +45,9 @@ class MiniWorld:
         self.ib = InputBatch(max_num_seqs, max_model_len, 64, [self.spec], device="cpu", bugs=self.bugs,
                              num_blocks=num_blocks)
         self.buffers = RunnerBuffers(max_num_seqs, 64, device="cpu")
-        self.capture_sizes = sorted({self.uq * b for b in default_capture_sizes(max_num_seqs)
-                                     if b <= max_num_seqs and self.uq * b <= 64})
+        self.capture_sizes = cudagraph_capture_sizes(max_num_seqs, 64, num_spec)  # as ModelRunner
         self.builder = MambaAttentionMetadataBuilder(self.spec, max_model_len, max_num_seqs,
-                                                     max(default_capture_sizes(max_num_seqs, self.uq)), num_spec,
+                                                     max(self.capture_sizes), num_spec,
                                                      True, device="cpu", bugs=self.bugs)
         self.last: tuple | None = None  # (num_reqs, num_reqs_padded, cm, md) of the last step/dummy run
         self.history: list[str] = []

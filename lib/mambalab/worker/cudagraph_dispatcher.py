@@ -119,16 +119,24 @@ def cudagraph_capture_sizes(
     max_num_seqs: int, max_num_batched_tokens: int, num_speculative_tokens: int = 0,
     max_capture_size: int | None = None,
 ) -> list[int]:
-    """The capture sizes v0.33's V1 runner ends up with (FULL decode graphs): the list of
-    ``vllm/config/vllm.py::_set_cudagraph_sizes``, adjusted for spec decode (round up to
-    multiples of ``1 + num_spec``) by ``adjust_cudagraph_sizes_for_spec_decode``.
-
-    (The lab's model runner builds its FULL decode graphs as ``(1 + num_spec) * b`` for
-    request counts ``b``: its own, simpler rule, kept while the runner is reworked.)
+    """``compilation_config.cudagraph_capture_sizes`` as v0.33's V1 runner ends up with it: the
+    list of ``vllm/config/vllm.py::_set_cudagraph_sizes``, adjusted for spec decode (round up
+    to multiples of ``1 + num_spec``) by ``adjust_cudagraph_sizes_for_spec_decode``. Mixed
+    batches pad to these (PIECEWISE); :func:`full_decode_capture_sizes` picks the FULL ones.
     """
     q = 1 + num_speculative_tokens
     sizes, top = set_cudagraph_sizes(max_num_seqs, max_num_batched_tokens, q, max_capture_size)
     return adjust_cudagraph_sizes_for_spec_decode(sizes, top, q)[0]
+
+
+def full_decode_capture_sizes(
+    capture_sizes: Sequence[int], max_num_seqs: int, uniform_decode_query_len: int = 1
+) -> list[int]:
+    """The sizes that get a FULL uniform-decode graph: the capture sizes in
+    ``[q, q * max_num_seqs]`` (``CudagraphDispatcher.initialize_cudagraph_keys``,
+    ``vllm/v1/cudagraph_dispatcher.py``, v0.33)."""
+    q = uniform_decode_query_len
+    return sorted(s for s in capture_sizes if q <= s <= q * max_num_seqs)
 
 
 @dataclass(frozen=True)
@@ -167,6 +175,9 @@ def dispatch(
 ) -> BatchDescriptor:
     """Pad a step to a capture size and decide FULL, PIECEWISE or eager.
 
+    ``capture_sizes`` is the whole list (mixed batches pad to it, PIECEWISE); a
+    uniform decode batch replays FULL when its padded size is a FULL decode size
+    (at most ``(1 + num_spec) * max_num_seqs``), else PIECEWISE, as upstream's key lookup.
     ``num_tokens_across_dp`` is the maximum over data-parallel ranks (all
     ranks must replay the same size).
     """
@@ -180,7 +191,7 @@ def dispatch(
     if padded is None:
         return BatchDescriptor(num_tokens, num_reqs, target, num_reqs, uniform_decode, uqlen,
                                CUDAGraphMode.NONE)
-    if uniform_decode:
+    if uniform_decode and padded <= uqlen * max_num_seqs:  # a FULL decode key exists for this size
         num_reqs_padded = max(num_reqs, min(padded // uqlen, max_num_seqs))
         return BatchDescriptor(num_tokens, num_reqs, padded, num_reqs_padded, True, uqlen,
                                CUDAGraphMode.FULL)
@@ -202,6 +213,7 @@ __all__ = [
     "set_cudagraph_sizes",
     "adjust_cudagraph_sizes_for_spec_decode",
     "cudagraph_capture_sizes",
+    "full_decode_capture_sizes",
     "BatchDescriptor",
     "default_capture_sizes",
     "pad_for_cudagraph",

@@ -30,7 +30,8 @@ import torch
 from mambalab.lab.bugs import BugConfig, resolve
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.worker.cuda_graph import CapturedGraph
-from mambalab.worker.cudagraph_dispatcher import BatchDescriptor, CUDAGraphMode, default_capture_sizes, dispatch
+from mambalab.worker.cudagraph_dispatcher import (
+    BatchDescriptor, CUDAGraphMode, cudagraph_capture_sizes, dispatch, full_decode_capture_sizes)
 from mambalab.device import DEVICE
 from mambalab.worker.input_batch import CachedRequestState, InputBatch
 from mambalab.core.kv_cache_interface import MambaSpec
@@ -114,14 +115,14 @@ class ModelRunner:
                                       [spec], self.device, self.bugs, cfg.num_blocks)
         self.buffers = RunnerBuffers(cfg.max_num_seqs, cfg.max_num_batched_tokens, self.device)
         uq = cfg.uniform_decode_query_len
-        sizes = default_capture_sizes(cfg.max_num_seqs, uq)
-        # FULL decode graphs serve uniform batches: b requests of 1 + num_spec tokens each,
-        # b from vLLM's capture sizes (sizes are multiples of the uniform query length).
-        self.capture_sizes = sorted({uq * b for b in default_capture_sizes(cfg.max_num_seqs)
-                                     if b <= cfg.max_num_seqs and uq * b <= cfg.max_num_batched_tokens}
-                                    ) if cfg.cudagraph else []
+        # v0.33's capture sizes (spec decode: rounded up to multiples of 1 + num_spec); mixed batches
+        # pad to them (PIECEWISE), uniform decode batches of at most max_num_seqs rows replay FULL graphs.
+        self.cudagraph_capture_sizes = cudagraph_capture_sizes(
+            cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.num_speculative_tokens) if cfg.cudagraph else []
+        self.capture_sizes = full_decode_capture_sizes(self.cudagraph_capture_sizes, cfg.max_num_seqs, uq)
+        max_capture_size = max(self.cudagraph_capture_sizes, default=cfg.max_num_seqs * uq)
         self.builder = MambaAttentionMetadataBuilder(
-            spec, cfg.max_model_len, cfg.max_num_seqs, max(sizes), cfg.num_speculative_tokens,
+            spec, cfg.max_model_len, cfg.max_num_seqs, max_capture_size, cfg.num_speculative_tokens,
             full_cudagraph=cfg.cudagraph, device=self.device, bugs=self.bugs)
         self.state = ModelState.allocate(model.cfg, cfg.num_blocks, device=self.device)
         # The worker's own record of each request (vLLM's self.requests).
@@ -254,7 +255,7 @@ class ModelRunner:
         nc = ib.num_computed_tokens_cpu[: p.num_reqs]
         stays_prefill = ib.is_prefilling(p.num_reqs) & ~((nc > 0) & (q == 1))
         uniform = p.max_query_len == uq and p.num_tokens == uq * p.num_reqs and not stays_prefill.any()
-        desc = dispatch(p.num_tokens, p.num_reqs, uniform_decode=uniform, capture_sizes=self.capture_sizes,
+        desc = dispatch(p.num_tokens, p.num_reqs, uniform_decode=uniform, capture_sizes=self.cudagraph_capture_sizes,
                         max_num_seqs=self.cfg.max_num_seqs, num_spec_tokens=self.cfg.num_speculative_tokens,
                         num_tokens_across_dp=num_tokens_across_dp)
         if desc.cudagraph_mode is CUDAGraphMode.FULL and desc.num_tokens_padded not in self.graphs:
