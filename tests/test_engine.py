@@ -95,15 +95,16 @@ def test_engine_bad_input():
 
 
 def test_eager_dummy_run_touches_no_state():
-    """DP 2, max_num_seqs 3: graphs of 1 and 2 tokens only. Rank 0 prefills 3 tokens while rank 1
-    is idle, its finished one-token request still counted as prefilling in row 0. The idle rank's
-    dummy batch of 3 is not a captured size, so (as vLLM's ``_dummy_run``) it runs with no
-    attention metadata: no split, no kernel, no state read or written."""
+    """DP 2 without CUDA graphs. Rank 0 prefills 3 tokens while rank 1 is idle, its finished
+    one-token request still counted as prefilling in row 0. The idle rank's dummy batch of 3 has
+    no graph to replay, so (as vLLM's ``_dummy_run``) it runs with no attention metadata: no
+    split, no kernel, no state read or written. (With graphs, v0.33's sizes include
+    ``max_num_seqs``, so every dummy size the engine picks is captured.)"""
     from mambalab.lab.scenarios import run_workload
     from mambalab.lab.workload import Workload
 
     rc = RunnerConfig(max_num_seqs=3, max_num_batched_tokens=8, max_model_len=32, block_size=4,
-                      num_blocks=48, mamba_cache_mode="none", cudagraph=True)
+                      num_blocks=48, mamba_cache_mode="none", cudagraph=False)
     w = Workload(EngineConfig(rc, data_parallel_size=2, model_seed=9),
                  {1: [Add("r0", (1,), 1, 1)], 2: [Add("r1", (11, 6, 16), 1, 0)]})
     verdict, records = run_workload(w, BugConfig())
@@ -127,7 +128,8 @@ def test_short_speculative_decode_keeps_its_anchor():
                  {1: [Add("r0", (2, 25, 19, 28, 7, 18), 4)]})
     verdict, records = run_workload(w, BugConfig())
     assert verdict.ok, verdict.summary()
-    assert [r.mode for r in records] == ["NONE", "FULL", "PIECEWISE", "PIECEWISE"]
+    # v0.33 sizes for q = 3, max_num_seqs 1: [3, 6]; the 6-token prefill pads to 6 (PIECEWISE)
+    assert [r.mode for r in records] == ["PIECEWISE", "FULL", "PIECEWISE", "PIECEWISE"]
 
 
 def test_a_prompt_remainder_of_uniform_length_does_not_replay_the_decode_graph():

@@ -19,13 +19,14 @@ state-index guards as 0.33 has them), with these exceptions, on purpose:
   to 0.33 bounds the GDN kernels' column). The fixed behaviour here is the
   masked-load bound of #50021, i.e. ahead of every release.
 
-Two rules of the model runner are the lab's own, not upstream's, and say so
-where they live (``worker/model_runner.py``): its uniform-decode test is v0.33's
+One rule of the model runner is the lab's own, not upstream's, and says so
+where it lives (``worker/model_runner.py``): its uniform-decode test is v0.33's
 shape rule (so a one-token chunk with prior state replays the decode graph and
 the Mamba builder reclassifies it, #42430) plus "no live row is a *first* prompt
-chunk" (ours: such a row stays a prefill and runs eagerly), and its FULL decode
-graphs are ``(1 + num_spec) * b`` tokens for request counts ``b`` (v0.33's
-sizes are ``worker.cudagraph_dispatcher.cudagraph_capture_sizes``).
+chunk" (ours: such a row stays a prefill and runs eagerly). Its capture sizes are
+v0.33's (``worker.cudagraph_dispatcher.cudagraph_capture_sizes``, rounded up to
+multiples of ``1 + num_spec`` under speculative decoding; FULL decode graphs for
+the sizes up to ``(1 + num_spec) * max_num_seqs``).
 
 A bug may have parts (``spec-slots/width``); naming the bug turns all of its
 parts on, naming a part turns on that part alone.
