@@ -6,6 +6,11 @@ its data-parallel coordination (``vllm/v1/engine/core.py`` ``DPEngineCoreProc``,
 agree on the largest token count; a rank with work pads to it, a rank with
 none runs the dummy batch so that collectives stay in step.
 
+Every kernel an engine launches (its CUDA-graph captures at construction, each
+step's forwards and dummy batches) runs without the Triton interpreter's
+int32-overflow asserts (``device.without_overflow_asserts``; compiled kernels
+check only in debug mode); the lab's memory sanitizer stays on.
+
 Ranks run in-process, one after another, each with its own state pools and
 block pool (each DP rank owns a GPU). Freed state blocks are poisoned with
 NaN, as upstream users effectively saw: a stale read surfaces as NaN or
@@ -25,7 +30,7 @@ from typing import Callable, ContextManager, Iterator, Sequence
 import torch
 
 from mambalab.lab.bugs import BugConfig, resolve
-from mambalab.device import DEVICE
+from mambalab.device import DEVICE, without_overflow_asserts
 from mambalab.model.drafter import OracleDrafter
 from mambalab.core.kv_cache_manager import KVCacheManager
 from mambalab.model.tiny_hybrid import TinyHybridConfig, TinyHybridModel
@@ -151,7 +156,8 @@ class Engine:
             device=device)
         self.drafter = (OracleDrafter(self.model, rc.num_speculative_tokens, self.cfg.acceptance,
                                       self.cfg.drafter_seed) if rc.num_speculative_tokens else None)
-        self.ranks: list[Rank] = [build_rank(i, self.cfg, self.bugs, self.model, device) for i in dp_ranks]
+        with without_overflow_asserts():  # the ranks' CUDA-graph captures run the model
+            self.ranks: list[Rank] = [build_rank(i, self.cfg, self.bugs, self.model, device) for i in dp_ranks]
         self._by_index = {r.index: r for r in self.ranks}
         self.step = 0
         self.records: list[StepRecord] = []
@@ -227,10 +233,11 @@ class Engine:
         if not num_tokens_across_dp:
             return records
         dp_tokens = num_tokens_across_dp if self.cfg.data_parallel_size > 1 else None
-        for rank, so in zip(self.ranks, outputs):
-            rec = self.execute_rank(rank, so, dp_tokens)
-            if rec is not None:
-                records.append(rec)
+        with without_overflow_asserts():
+            for rank, so in zip(self.ranks, outputs):
+                rec = self.execute_rank(rank, so, dp_tokens)
+                if rec is not None:
+                    records.append(rec)
         self.records.extend(records)
         return records
 
