@@ -35,3 +35,17 @@ def cpu_column0(ops, buggy):
             if not buggy:
                 rows[row] = 0
     return rows
+
+
+def clear_row(table, row):
+    # Fix it yourself 02, half 1 (InputBatch.remove_request -> BlockTable.clear_row): the CPU
+    # mirror's used entries become the null block and the row holds no blocks any more.
+    n = int(table.num_blocks_per_row[row])
+    table.block_table.np[row, :n] = 0
+    table.num_blocks_per_row[row] = 0
+
+
+def dummy_run_commit(block_table, num_reqs):
+    # Half 2 (_dummy_run): the dummy rows read the device copy, so copy the CPU rows they use
+    # (num_reqs == num_reqs_padded in a dummy batch) to the device, cleared rows included.
+    block_table.commit_block_table(num_reqs)

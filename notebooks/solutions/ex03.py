@@ -22,3 +22,13 @@ def initial_state_slot(row, anchor, num_accepted):
     # The fixed gather reads 1 + num_spec slots starting at last step's anchor block; the kernel
     # starts from column num_accepted - 1: the state after the last accepted token.
     return row[anchor + num_accepted - 1]
+
+
+def spec_source_slots(state_indices, anchor, num_spec):
+    # Fix it yourself 03 (#41233's gather): 1 + num_spec consecutive blocks of each row, starting at
+    # the block the previous step ended in (its anchor); the kernel then starts from column
+    # num_accepted - 1 of them: the state after the last accepted token.
+    import torch
+
+    offsets = torch.arange(1 + num_spec, device=anchor.device)
+    return state_indices.gather(1, anchor[:, None] + offsets)

@@ -25,3 +25,10 @@ def rows_on_wrong_state(graph_slots, own_slots):
     # A replayed graph reads its persistent buffer; a live row whose buffer entry is not its own
     # block reads (and writes) somebody else's state.
     return [i for i, own in enumerate(own_slots) if graph_slots[i] != own]
+
+
+def mask_padded_rows(is_prefilling, num_reqs):
+    # Fix it yourself 04 (#41873): rows past num_reqs are CUDA-graph padding, whatever stale counts
+    # say; the live rows keep their flag (a live chunked prompt is still a prefill).
+    is_prefilling[num_reqs:] = False
+    return is_prefilling
