@@ -117,6 +117,12 @@ from a rule (:func:`launch_config`), never from autotuning, which would re-run
 the kernel on live state: one warp, 256 bytes of each state column per
 program (measured fastest on an H200; see docs/benchmarks.md).
 
+Few tokens a row (up to ``WINDOW_MAX_T``: speculative decoding, short varlen
+rows; width 2 to 4) go to :func:`_causal_conv1d_window_kernel` instead: the same
+grid and results (the state bit for bit; tests run both), without the register
+tile: every load issued first, the window sliding through ``WIDTH - 1``
+registers, the new state written from them (launch: ``WINDOW_*`` below).
+
 The plain decode step (one token a row, no speculation, width 2 to 4) has a
 kernel of its own, :func:`_causal_conv1d_decode_kernel`: grid
 ``(cdiv(batch, ROWS), cdiv(dim, BLOCK_N))``, ``ROWS`` requests per program
@@ -138,7 +144,11 @@ from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import DEVICE
 from mambalab.kernels.causal_conv1d_ref import parse_activation
-from mambalab.kernels.causal_conv1d_kernels import _causal_conv1d_decode_kernel, _causal_conv1d_update_kernel
+from mambalab.kernels.causal_conv1d_kernels import (
+    _causal_conv1d_decode_kernel,
+    _causal_conv1d_update_kernel,
+    _causal_conv1d_window_kernel,
+)
 from mambalab.kernels.common import KernelFamily, guard_for
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -201,6 +211,16 @@ def launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch.device
 # per program and warps per program (scripts/tune_launch.py --conv-general).
 GENERAL_COLUMN_BYTES = 256
 GENERAL_WARPS = 1
+
+# Few tokens a row (up to WINDOW_MAX_T, width 2..4: speculative decoding): the window kernel, with its
+# own launch rule (bytes of each state column per program, warps) and PDL (mode 1: trigger at the start,
+# 2: after the state is written; up to WINDOW_PDL_MAX_BATCH requests). WINDOW_KERNEL False: the general one.
+WINDOW_KERNEL = True
+WINDOW_MAX_T = 8
+WINDOW_COLUMN_BYTES = 256
+WINDOW_WARPS = 1
+WINDOW_PDL_MODE = 1
+WINDOW_PDL_MAX_BATCH = 1
 
 
 # The decode kernel's rule (see decode_launch_config): bytes of each state
@@ -454,10 +474,24 @@ def causal_conv1d_update(
         )
         return out
 
-    block_n, num_warps = launch_config(dim, batch, conv_state.dtype, device)
+    window = WINDOW_KERNEL and width <= 4 and max_t <= WINDOW_MAX_T
+    if window:
+        block_n, num_warps = launch_config(dim, batch, conv_state.dtype, device)
+        if device.type == "cuda":
+            block_n = max(32, min(WINDOW_COLUMN_BYTES // conv_state.dtype.itemsize, triton.next_power_of_2(dim)))
+            num_warps = WINDOW_WARPS
+        pdl = _pdl_opts(batch, device, WINDOW_PDL_MAX_BATCH)
+        if pdl:
+            pdl["USE_PDL"] = WINDOW_PDL_MODE
+        kernel_opts = dict(kernel=_causal_conv1d_window_kernel, **pdl)
+    else:
+        block_n, num_warps = launch_config(dim, batch, conv_state.dtype, device)
+        kernel_opts = dict(kernel=_causal_conv1d_update_kernel, NP2_U=triton.next_power_of_2(width - 1 + max_t),
+                           CLAMP_ACCEPTED=True, **_pdl_opts(batch, device, PDL_MAX_BATCH_GENERAL))
+    kernel = kernel_opts.pop("kernel")
     grid = (batch, triton.cdiv(dim, block_n))
     sanitizer.launch(
-        _causal_conv1d_update_kernel,
+        kernel,
         grid,
         x,
         weight,
@@ -487,17 +521,15 @@ def causal_conv1d_update(
         row_axis=0,
         WIDTH=width,
         MAX_T=max_t,
-        NP2_U=triton.next_power_of_2(width - 1 + max_t),
         HAS_BIAS=bias is not None,
         HAS_INDICES=conv_state_indices is not None,
         IS_SPEC=is_spec,
         IS_VARLEN=is_varlen,
         SILU=silu,
         GUARD=guard_for(bugs, KernelFamily.MAMBA),
-        CLAMP_ACCEPTED=True,
         BLOCK_N=block_n,
         num_warps=num_warps,
-        **_pdl_opts(batch, device, PDL_MAX_BATCH_GENERAL),
+        **kernel_opts,
     )
     return out
 

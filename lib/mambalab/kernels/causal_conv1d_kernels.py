@@ -195,6 +195,170 @@ def _causal_conv1d_update_kernel(
 
 
 @triton.jit
+def _causal_conv1d_window_kernel(
+    x_ptr,  # (batch, dim, seqlen) or varlen (num_tokens, dim), any strides
+    w_ptr,  # (dim, width)
+    bias_ptr,  # (dim,) if HAS_BIAS
+    state_ptr,  # pool, logical (num_slots, dim, state_len), stride over dim is 1
+    idx_ptr,  # (batch,) or (batch, k) if HAS_INDICES: column 0 is used
+    accepted_ptr,  # (batch,) if IS_SPEC
+    qsl_ptr,  # (batch + 1,) if IS_VARLEN
+    out_ptr,  # same layout as x
+    dim,
+    null_block_id,
+    stride_x_row,
+    stride_x_dim,
+    stride_x_tok,
+    stride_w_dim,
+    stride_w_tap,
+    stride_bias,
+    stride_state_slot,
+    stride_state_pos,
+    stride_idx_row,
+    stride_accepted,
+    stride_qsl,
+    stride_out_row,
+    stride_out_dim,
+    stride_out_tok,
+    WIDTH: tl.constexpr,  # 2, 3 or 4
+    MAX_T: tl.constexpr,  # most tokens a row may have (few: the loop over them is unrolled)
+    HAS_BIAS: tl.constexpr,
+    HAS_INDICES: tl.constexpr,
+    IS_SPEC: tl.constexpr,
+    IS_VARLEN: tl.constexpr,
+    SILU: tl.constexpr,
+    GUARD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    USE_PDL: tl.constexpr = 0,  # 0 off; 1 let the next launch start at once; 2 after the state is written
+):
+    """Few tokens a row (speculative decoding, short varlen rows), width 2 to 4: the general kernel's
+    results without its register tile.
+
+    Every load is issued first (the ``WIDTH - 1`` history columns from ``off``, the row's tokens, the
+    taps), one ``[BLOCK_N]`` vector each; the window slides through registers (``c0 c1 c2``, as upstream's
+    kernel); the new state is written from those registers: under speculation columns ``[0, HIST - 1)``
+    get ``h1 ..`` and column ``HIST - 1 + t`` token ``t``, otherwise the last ``HIST`` window entries.
+    Every vector has the same layout, so each element is read and written by the same thread; a barrier
+    still separates the last load from the first store (the update is in place).
+    """
+    HIST: tl.constexpr = WIDTH - 1
+    if USE_PDL > 0:
+        if USE_PDL == 1:
+            tl.extra.cuda.gdc_launch_dependents()
+        tl.extra.cuda.gdc_wait()
+    row = tl.program_id(0).to(tl.int64)
+    chans = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    chan_ok = chans < dim
+    if IS_VARLEN:
+        start = tl.load(qsl_ptr + row * stride_qsl).to(tl.int64)
+        end = tl.load(qsl_ptr + (row + 1) * stride_qsl).to(tl.int64)
+        seqlen = tl.minimum(tl.maximum(end - start, 0), MAX_T)
+    else:
+        start = 0
+        seqlen = MAX_T
+    x_row = x_ptr + row * stride_x_row + start * stride_x_tok + chans * stride_x_dim
+    out_row = out_ptr + row * stride_out_row + start * stride_out_tok + chans * stride_out_dim
+    if HAS_INDICES:
+        slot = tl.load(idx_ptr + row * stride_idx_row).to(tl.int64)
+        live = is_live_slot(slot, null_block_id, GUARD)
+    else:
+        slot = row
+        live = slot == slot
+    if IS_VARLEN:
+        live = live & (seqlen > 0)  # an empty row touches nothing (its copy below has no token)
+    if live == 0:
+        # padding: no state traffic, the output is the input
+        for t in tl.static_range(MAX_T):
+            if t < seqlen:
+                x_in = tl.load(x_row + t * stride_x_tok, mask=chan_ok, other=0.0)
+                tl.store(out_row + t * stride_out_tok, x_in.to(out_ptr.dtype.element_ty), mask=chan_ok)
+    else:
+        if IS_SPEC:
+            accepted = tl.load(accepted_ptr + row * stride_accepted).to(tl.int64)
+            off = tl.maximum(accepted - 1, 0)  # a count of 0 reads as 1 (module doc)
+        else:
+            off = 0
+        col0 = state_ptr + slot * stride_state_slot + chans
+        hist0 = col0 + off * stride_state_pos
+        # -- every load first ------------------------------------------------
+        c0 = tl.load(hist0, mask=chan_ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        if HIST > 1:
+            c1 = tl.load(hist0 + stride_state_pos, mask=chan_ok, other=0.0,
+                         eviction_policy="evict_first").to(tl.float32)
+        else:
+            c1 = c0
+        if HIST > 2:
+            c2 = tl.load(hist0 + 2 * stride_state_pos, mask=chan_ok, other=0.0,
+                         eviction_policy="evict_first").to(tl.float32)
+        else:
+            c2 = c0
+        w_row = w_ptr + chans * stride_w_dim
+        w0 = tl.load(w_row, mask=chan_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        w1 = tl.load(w_row + stride_w_tap, mask=chan_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        if WIDTH > 2:
+            w2 = tl.load(w_row + 2 * stride_w_tap, mask=chan_ok, other=0.0,
+                         eviction_policy="evict_last").to(tl.float32)
+        else:
+            w2 = w1
+        if WIDTH > 3:
+            w3 = tl.load(w_row + 3 * stride_w_tap, mask=chan_ok, other=0.0,
+                         eviction_policy="evict_last").to(tl.float32)
+        else:
+            w3 = w1
+        if HAS_BIAS:
+            acc0 = tl.load(bias_ptr + chans * stride_bias, mask=chan_ok, other=0.0).to(tl.float32)
+        else:
+            acc0 = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        # -- in place: no store to the slot before every load of it -----------
+        tl.debug_barrier()
+        if IS_SPEC:
+            # the history minus its oldest input, from column 0 (the tokens follow, below)
+            if HIST > 1:
+                tl.store(col0, c1.to(state_ptr.dtype.element_ty), mask=chan_ok, eviction_policy="evict_first")
+            if HIST > 2:
+                tl.store(col0 + stride_state_pos, c2.to(state_ptr.dtype.element_ty), mask=chan_ok,
+                         eviction_policy="evict_first")
+        if USE_PDL == 2:
+            tl.extra.cuda.gdc_launch_dependents()
+        for t in tl.static_range(MAX_T):
+            tok_ok = t < seqlen
+            xv = tl.load(x_row + t * stride_x_tok, mask=chan_ok & tok_ok, other=0.0)
+            xs = xv.to(state_ptr.dtype.element_ty)  # what the state keeps
+            xf = xs.to(tl.float32)
+            if IS_SPEC:
+                tl.store(col0 + (HIST - 1 + t) * stride_state_pos, xs, mask=chan_ok & tok_ok,
+                         eviction_policy="evict_first")
+            if WIDTH == 2:
+                acc = acc0 + w0 * c0 + w1 * xf
+            elif WIDTH == 3:
+                acc = acc0 + w0 * c0 + w1 * c1 + w2 * xf
+            else:
+                acc = acc0 + w0 * c0 + w1 * c1 + w2 * c2 + w3 * xf
+            if SILU:
+                acc = acc / (1.0 + tl.exp(-acc))
+            tl.store(out_row + t * stride_out_tok, acc.to(out_ptr.dtype.element_ty), mask=chan_ok & tok_ok)
+            # slide the window by one token (a row shorter than MAX_T stops sliding)
+            if HIST == 1:
+                c0 = tl.where(tok_ok, xf, c0)
+            elif HIST == 2:
+                c0 = tl.where(tok_ok, c1, c0)
+                c1 = tl.where(tok_ok, xf, c1)
+            else:
+                c0 = tl.where(tok_ok, c1, c0)
+                c1 = tl.where(tok_ok, c2, c1)
+                c2 = tl.where(tok_ok, xf, c2)
+        if not IS_SPEC:
+            # the last HIST inputs of [history | tokens], from column 0
+            tl.store(col0, c0.to(state_ptr.dtype.element_ty), mask=chan_ok, eviction_policy="evict_first")
+            if HIST > 1:
+                tl.store(col0 + stride_state_pos, c1.to(state_ptr.dtype.element_ty), mask=chan_ok,
+                         eviction_policy="evict_first")
+            if HIST > 2:
+                tl.store(col0 + 2 * stride_state_pos, c2.to(state_ptr.dtype.element_ty), mask=chan_ok,
+                         eviction_policy="evict_first")
+
+
+@triton.jit
 def _causal_conv1d_decode_kernel(
     x_ptr,  # (batch, dim), any strides
     w_ptr,  # (dim, width)
@@ -303,4 +467,4 @@ def _causal_conv1d_decode_kernel(
         tl.store(col0 + 2 * stride_state_pos, xv, mask=st_mask, eviction_policy="evict_first")
 
 
-__all__ = ["_causal_conv1d_update_kernel", "_causal_conv1d_decode_kernel"]
+__all__ = ["_causal_conv1d_update_kernel", "_causal_conv1d_window_kernel", "_causal_conv1d_decode_kernel"]

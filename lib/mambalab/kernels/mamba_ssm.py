@@ -322,6 +322,7 @@ UNTIED_BLOCK_M = {4: 4, 2: 8}
 BLOCK_M_TIED_FP32_ACTIVATIONS = 8  # fp32 state and activations: 1.02x faster than 16 rows (H200, batch 64-512)
 SMALL_EFFECTIVE_BATCH = 16 * 128  # requests x heads below which fp32 takes the small tile
 NUM_WARPS = 1
+PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer launch without PDL
 
 _override: LaunchConfig | None = None
 
@@ -474,7 +475,7 @@ def selective_state_update(
                                activation_size=p.x.element_size())
     # PDL helps the 16-bit state and the larger fp32 launches; the small fp32 tiles (batch <= 8) ran
     # slower with it on an H200 (batch 2: 64% -> 58% of copy), so they launch without it.
-    pdl = use_pdl(p.state.device) and not (p.state.element_size() >= 4 and cfg.block_m <= 4)
+    pdl = use_pdl(p.state.device) and not (p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M)
     has_idx = p.src is not None
     zero2 = (0, 0)
     dtb_s = p.dt_bias.stride() if p.dt_bias is not None else zero2

@@ -1,0 +1,79 @@
+"""The conv's window kernel (few tokens a row, width 2..4) against the general kernel it replaces there.
+
+Both run on copies of one random pool with poisoned outputs; the whole pool (slots, padding, the null
+block) must come out bit-identical and the outputs equal up to rounding. The reference comparison of
+every case lives in test_kernel_causal_conv1d.py; this file pins the two Triton paths to each other.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mambalab  # noqa: F401  (sets TRITON_INTERPRET before kernels are defined)
+from mambalab.device import DEVICE
+from mambalab.kernels import causal_conv1d as conv_mod
+from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
+from mambalab.kernels.testing import poison_, random_slot_indices
+
+DTYPES = [
+    pytest.param(torch.float32, id="fp32"),
+    pytest.param(torch.bfloat16, id="bf16", marks=pytest.mark.cuda),
+]
+
+# (width, tokens a row: an int = x (batch, dim, T), a tuple = varlen lengths, speculative?)
+CASES = [
+    pytest.param(4, 4, True, id="w4-T4-spec"),
+    pytest.param(4, 2, True, id="w4-T2-spec"),
+    pytest.param(3, 3, True, id="w3-T3-spec"),
+    pytest.param(2, 4, True, id="w2-T4-spec"),
+    pytest.param(4, (3, 1, 0, 2, 3, 3), True, id="w4-varlen-spec"),
+    pytest.param(3, (2, 0, 1, 3, 3, 2), True, id="w3-varlen-spec"),
+    pytest.param(4, 3, False, id="w4-T3"),
+    pytest.param(2, 2, False, id="w2-T2"),
+    pytest.param(4, (1, 4, 0, 2, 3, 1), False, id="w4-varlen"),
+]
+
+
+def _run(path_window: bool, monkeypatch, pool, args):
+    monkeypatch.setattr(conv_mod, "WINDOW_KERNEL", path_window)
+    out = poison_(torch.empty_like(args["x"]))
+    causal_conv1d_update(conv_state=pool, out=out, **args)
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("width,tokens,spec", CASES)
+def test_window_kernel_equals_general_kernel(width, tokens, spec, dtype, monkeypatch):
+    gen = torch.Generator().manual_seed(width * 100 + (tokens if isinstance(tokens, int) else len(tokens)) + spec)
+    dim = 37
+    batch = 6
+    if isinstance(tokens, int):
+        max_t = tokens
+        x = torch.randn(batch, dim, tokens, generator=gen).to(dtype).to(DEVICE)
+        extra = {}
+    else:
+        max_t = max(tokens)
+        qsl = torch.zeros(batch + 1, dtype=torch.int32)
+        qsl[1:] = torch.cumsum(torch.tensor(tokens), 0)
+        x = torch.randn(int(qsl[-1]), dim, generator=gen).to(dtype).to(DEVICE)
+        extra = dict(query_start_loc=qsl.to(DEVICE), max_query_len=max_t)
+    state_len = (width - 2 + max_t if spec else width - 1) + 1
+    slots = 2 * batch + 3
+    pool = make_conv_state(slots, dim, state_len, dtype, DEVICE, slot_stride=state_len * dim + 5)
+    pool._base.copy_(torch.randn(pool._base.shape, generator=gen).to(dtype))
+    twin = pool._base.clone().as_strided(pool.shape, pool.stride())
+    idx = random_slot_indices(batch, slots, num_null_rows=2, generator=gen)
+    idx = idx[torch.randperm(batch, generator=gen)].to(DEVICE)
+    if spec:  # every count 0..T (0 reads as 1)
+        extra["num_accepted_tokens"] = (torch.arange(batch, dtype=torch.int32) % (max_t + 1)).to(DEVICE)
+    weight = torch.randn(dim, width, generator=gen).to(dtype).to(DEVICE)
+    bias = torch.randn(dim, generator=gen).to(dtype).to(DEVICE)
+    args = dict(x=x, weight=weight, bias=bias, activation="silu", conv_state_indices=idx, **extra)
+
+    out_w = _run(True, monkeypatch, pool, args)
+    out_g = _run(False, monkeypatch, twin, args)
+    assert not torch.isnan(out_w).any() and not torch.isnan(out_g).any(), "an output element was not written"
+    assert torch.equal(pool._base.view(torch.uint8), twin._base.view(torch.uint8)), "the pools differ"
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(out_w.float(), out_g.float(), rtol=tol, atol=tol)
