@@ -67,11 +67,11 @@ class SSUCase(Case):
             self.idx = _indices(active, captured)
             self.num_acc = self.cu = None
         else:  # speculative decoding: request r owns slots idx[r, :], reads column num_accepted - 1
-            rows, ntok, self.slots = active, active * tokens, active * tokens + 1
+            ntok, self.slots = active * tokens, active * tokens + 1
             self.idx = (torch.randperm(active * tokens, dtype=torch.int32) + 1).view(active, tokens).cuda()
             self.num_acc = torch.randint(1, tokens + 1, (active,), dtype=torch.int32).cuda()
             self.cu = torch.arange(0, ntok + 1, tokens, dtype=torch.int32, device=dev)
-        self.rows, self.active, self.live_rows = rows, active, active
+        self.active = active
         self.x = torch.randn(ntok, nh, hd, device=dev, dtype=act)
         if dt == "head":  # mamba_mixer2's decode call: one value per head, broadcast (stride 0)
             self.dt = torch.randn(ntok, nh, device=dev, dtype=act)[:, :, None].expand(ntok, nh, hd)
