@@ -571,3 +571,111 @@ def test_figures_are_not_pyplot_figures_and_render_themselves():
     png = fig._repr_png_()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert png == viz.figure_to_png(viz.draw_timeline({"r0": [1, 2]}, {"r0": [1, 3]}))  # deterministic
+
+
+# -- issue 17: drawn, not told ----------------------------------------------------------------------
+
+
+def _legend_labels(fig) -> list[str]:
+    return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+
+
+def test_pipeline_names_every_stage_with_its_vllm_file():
+    stages = viz.pipeline_stages()
+    names = [s.name for s in stages]
+    assert names[0].startswith("Scheduler") and names[-1].startswith("Kernel")
+    assert names.index("BlockTable: CPU mirror") + 1 == names.index("BlockTable: device copy")
+    assert names.index("Mamba metadata builder") < names.index("CUDA-graph buffers")
+    fig = viz.draw_pipeline()
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    for s in stages:
+        assert s.name in texts and s.upstream in texts
+        assert s.upstream.startswith("vllm/") or s.upstream.startswith("mamba_attn.py")
+    assert [s.device for s in stages].index(True) == names.index("BlockTable: device copy")  # the CPU→GPU line
+    assert "7 hand-offs" in fig.axes[0].get_title(loc="left")
+    save(fig, "pipeline")
+
+
+def test_spec_columns_mark_the_window_the_start_the_writes_and_the_missing_column():
+    row = [1, 2, 3, 4, 9] + [0] * 12
+    a = viz.analyse_spec_columns(row, anchor=2, num_accepted=2, last_scheduled=3, num_spec=1,
+                                 num_speculative_blocks=1, last_computed=2)
+    assert (a["gather"], a["start"], a["writes"], a["missing"]) == ([2, 3], 3, [3, 4], [16])
+    found = viz.describe_spec_columns(row, anchor=2, num_accepted=1, last_scheduled=3, num_spec=1,
+                                      last_computed=2)
+    assert found[0].startswith("starts from column 2 (block 3) = anchor 2 + num_accepted_tokens 1 - 1")
+    assert not any("pre-fix (/gather)" in f for f in found)  # it starts where the pre-fix read: no difference
+    # a request at the end of its row writes the column the pre-fix buffer lacks
+    late = viz.describe_spec_columns(list(range(1, 18)), anchor=15, num_accepted=1, last_scheduled=15, num_spec=1)
+    assert late[0] == "column 16 of this step's windows is missing from the pre-fix buffer (/width)"
+    fig = viz.draw_spec_columns(row, anchor=2, num_accepted=2, last_scheduled=3, num_spec=1, last_computed=2,
+                                req_id="r0")
+    labels = _legend_labels(fig)
+    assert len(labels) == len(set(labels)) == 5
+    assert any("/width" in x for x in labels) and any("/gather" in x for x in labels)
+    save(fig, "spec_columns")
+
+
+def test_state_pool_shows_the_change_with_a_colour_bar_and_frames_a_store_into_a_slot_not_owned():
+    before = torch.zeros(6, 2)
+    before[1] = 1.0
+    after = before.clone()
+    after[1] = 3.0  # row 0 (r0) rewrote its own slot 1
+    after[4] = 2.0  # row 1, a padded row, wrote slot 4, r1's
+    kw = dict(writes={0: {1}, 1: {4}}, owners={1: "r0", 4: "r1"}, row_requests={0: "r0"})
+    found = viz.describe_state_pool(after, before=before, before_label="since step 2", **kw)
+    assert found[0] == "row 1 (no request) stored slot 4 (r1's block): not its own"
+    assert "slots 1, 4 changed since step 2" in found
+    assert not any("row 0" in f for f in found)
+    fig = viz.draw_state_pool(after, before=before, before_label="since step 2", **kw)
+    a = fig.axes[0]
+    assert [c.yaxis.label.get_text() for c in a.child_axes] == ["|change since step 2|"]
+    texts = [t.get_text() for t in a.texts]
+    assert "1.4→4.2" in texts and "0→2.8" in texts  # before→after where it changed
+    assert "0" in texts  # an unchanged slot shows its value alone
+    framed = [p for p in a.patches if not p.get_fill() and p.get_linestyle() == "--"]
+    assert len(framed) == 1  # slot 4 only: row 0's store into its own slot is no finding
+    labels = _legend_labels(fig)
+    assert len(labels) == len(set(labels))
+    assert "stored by a row that does not own it" in labels
+    assert not any("reference" in x for x in labels)  # no reference given: no black-frame entry
+    # without row_requests nothing is framed: who owns a row is not guessed
+    plain = viz.draw_state_pool(after, writes={0: {1}, 1: {4}}, owners={1: "r0", 4: "r1"})
+    assert not [p for p in plain.axes[0].patches if not p.get_fill()]
+    assert [c.yaxis.label.get_text() for c in plain.axes[0].child_axes] == ["|state| (L2 norm)"]
+    save(fig, "state_pool_before_after")
+
+
+def test_state_pool_legend_has_one_meaning_per_entry():
+    pool = torch.zeros(5, 2)
+    pool[0] = 1.0  # null block written
+    pool[3] = float("nan")
+    ref = torch.zeros(5, 2)
+    fig = viz.draw_state_pool(pool, reads={0: {-1}}, writes={1: {0}}, reference=ref)
+    labels = _legend_labels(fig)
+    assert len(labels) == len(set(labels))
+    assert "null block no longer zero" in labels and "index outside the pool (illegal)" in labels
+    assert "differs from the reference (requests run alone)" in labels
+    assert "▼ rows that loaded it" in labels and "▲ rows that stored it" in labels
+    assert not any(" / " in x or "changed" in x for x in labels)
+
+
+def test_timeline_hatches_padding_apart_from_past_the_end_and_names_the_step_axis():
+    from mambalab.viz.timeline import PAD_HATCH
+
+    expected = {"r0": [1, 2], "r1": [3, 4]}
+    got = {"r0": [1, 2, 5], "r1": [3, 4]}
+    steps = [{"step": 1, "scheduled": {"r0": 3, "r1": 3}},
+             {"step": 2, "scheduled": {"r0": 1, "r1": 1}, "num_reqs_padded": 4},
+             {"step": 3, "scheduled": {}, "dummy_rows": 2, "padded": 0}]
+    fig = viz.draw_timeline(expected, got, steps=steps, step_label="step (rank 1)")
+    tokens, strip = fig.axes
+    hatches_tokens = {p.get_hatch() for p in tokens.patches if getattr(p, "get_hatch", None) and p.get_hatch()}
+    hatches_strip = {p.get_hatch() for p in strip.patches if getattr(p, "get_hatch", None) and p.get_hatch()}
+    assert ".." in hatches_tokens and PAD_HATCH in hatches_strip and PAD_HATCH != ".."
+    assert any(t.get_text() == "step (rank 1)" for t in strip.texts)
+    assert [t.get_text() for t in strip.get_yticklabels()][-2:] == ["padding", "dummy batch"]
+    labels = _legend_labels(fig)
+    assert len(labels) == len(set(labels))
+    assert "past the reference's end" in labels and "CUDA-graph padded rows (count)" in labels
+    assert "mismatch (top: got, bottom: expected)" not in labels  # nothing diverges: no entry for it

@@ -135,9 +135,12 @@ def test_stale_rows_trace_names_the_cached_block_the_dummy_row_rewrites():
     assert t.snapshot(3, 1).kind == "dummy" and t.snapshot(3, 1).num_reqs == 0
     assert "dummy row(s) 0 stored slot 1: free, kept in the prefix cache" in t.writes(3, rank=1)
     fig = t.draw_state_pool(3, rank=1, before=2)
-    assert wb.figure_title(fig).startswith("slot 1 differs from the pool after step 2")
+    # issue 17: the finding is the store by a row that owns nothing, into the cached block D will use
+    assert wb.figure_title(fig).startswith(
+        "row 0 (no request) stored slot 1 (free, kept in the prefix cache): not its own")
+    assert [c.yaxis.label.get_text() for c in fig.axes[0].child_axes] == ["|change since step 2|"]
     assert t.block_status(3, 1, 0) == "the null block"
-    assert any("dummy runs (steps 3-9)" in s.get_text() for s in t.draw_timeline(rank=1).axes[1].texts)
+    assert "dummy runs (steps 3-9)" in t.draw_timeline(rank=1).axes[1].get_title(loc="left")
 
 
 @cpu_only
@@ -336,3 +339,49 @@ def test_trace_draws_a_prefilling_live_row_in_a_full_graph_step_as_a_replay():
     assert title.startswith("row 2 replays") and "no FULL graph" not in title, title
     fixed = wb.trace("single-token-extend", fixed=True, at=[5])
     assert wb.figure_title(fixed.draw_metadata(5)) == "3 decodes + 1 padded row, 0 prefills: graph buffers refreshed"
+
+
+# -- issue 17: drawn, not told ----------------------------------------------------------------------
+
+
+def test_cuda_graph_demo_replays_a_stale_buffer_when_a_copy_is_skipped():
+    demo = wb.cuda_graph_demo(device="cpu")
+    assert [s.copied for s in demo.steps] == [True, True, False]
+    assert [s.output for s in demo.steps] == [(11, 21, 31), (41, 51, 61), (41, 51, 61)]
+    assert demo.stale_steps == [3] and demo.steps[2].buffer == (4, 5, 6)
+    text = str(demo)
+    assert "step 3: inputs [7, 8, 9] -> copy SKIPPED, replay: graph read x = [4, 5, 6]" in text
+    assert "STALE" in text.splitlines()[-1] and "STALE" not in "\n".join(text.splitlines()[:-1])
+    assert len(demo.code.splitlines()) <= 12 and "copy_" in demo.code and "replay()" in demo.code
+    # the replay reads the buffer, not the inputs: skipping the first refresh replays the capture's zeros
+    from mambalab.workbook.graph_demo import graph_steps
+
+    assert graph_steps([([5, 6], False), ([7, 8], True)], device="cpu") == [([0, 0], [1, 1]), ([7, 8], [71, 81])]
+
+
+@cpu_only
+def test_trace_draws_one_requests_speculative_columns():
+    t = wb.trace("spec-slots", fixed=True, at=[4])
+    fig = t.draw_spec_columns(4, row=0)
+    assert wb.figure_title(fig) == ("r0: starts from column 3 (block 4) = anchor 2 + num_accepted_tokens 2 - 1; "
+                                    "writes columns 3, 4")
+    texts = [x.get_text() for x in fig.axes[0].texts]
+    assert "gather window: anchor 2 + arange(2)" in texts and "t=0" in texts and "t=1" in texts
+    hatched = [p for p in fig.axes[0].patches if getattr(p, "get_hatch", lambda: None)() == "//"]
+    assert len(hatched) == 1  # the one column (+ num_speculative_blocks) the pre-fix buffer lacks
+    with pytest.raises(ValueError):
+        wb.trace("stale-rows", at=[3]).draw_spec_columns(3, rank=1)
+
+
+@cpu_only
+def test_timeline_of_a_dp_run_names_steps_ranks_and_draws_the_dummy_batches():
+    t = wb.trace("stale-rows", at=[3])
+    fig = t.draw_timeline()
+    strip = fig.axes[1]
+    labels = [x.get_text() for x in strip.get_yticklabels()]
+    assert "C · rank 0" in labels and "D · rank 1" in labels and "dummy batch · rank 1" in labels
+    assert any(x.get_text().startswith("step (ranks 0, 1") for x in strip.texts)
+    steps = [x.get_text() for x in strip.texts if x.get_text().isdigit() and x.get_va() == "top"]
+    assert steps == [str(i) for i in range(1, len(steps) + 1)]  # one column per step, in order
+    one = t.draw_timeline(rank=1)
+    assert any(x.get_text() == "step (rank 1)" for x in one.axes[1].texts)

@@ -16,6 +16,10 @@ drawing's title is the first of them.
   kernel launch; illegal slots in a column outside the pool.
 * :func:`draw_timeline`: engine tokens against the reference, first
   divergence per request, and the batch of each step.
+* :func:`draw_pipeline`: one decode step from scheduler to kernel, each
+  stage named with its vLLM file (notebook 00).
+* :func:`draw_spec_columns`: one request's block-table row under "all" +
+  speculative decoding: gather window, start column, writes (#41233).
 
 Colours are Okabe–Ito (colour-blind safe) and every problem also has a hatch
 or a frame, so nothing depends on colour alone.
@@ -27,6 +31,8 @@ from mambalab.viz.block_table import BlockTableView, analyse_block_table, descri
 from mambalab.viz.metadata import analyse_metadata, describe_metadata, draw_metadata
 from mambalab.viz.state_pool import analyse_state_pool, describe_state_pool, draw_state_pool, slot_summary
 from mambalab.viz.timeline import analyse_timeline, describe_timeline, draw_timeline, first_divergence
+from mambalab.viz.pipeline import draw_pipeline, pipeline_stages
+from mambalab.viz.spec_columns import analyse_spec_columns, describe_spec_columns, draw_spec_columns
 from mambalab.viz.text import Text
 
 __all__ = [
@@ -53,4 +59,9 @@ __all__ = [
     "describe_timeline",
     "analyse_timeline",
     "first_divergence",
+    "draw_pipeline",
+    "pipeline_stages",
+    "draw_spec_columns",
+    "describe_spec_columns",
+    "analyse_spec_columns",
 ]

@@ -119,7 +119,19 @@ def _step_padding(step: Mapping[str, Any], n_real: int) -> int:
     return 0
 
 
-def _draw_steps(a, steps: Sequence[Mapping[str, Any]], reqs: list[str]) -> None:
+def _dummy_rows(step: Mapping[str, Any]) -> int:
+    """Rows of an idle DP rank's dummy batch in this step (``dummy_rows``, or legacy ``dummy: True``)."""
+    if "dummy_rows" in step:
+        return max(0, int(step["dummy_rows"]))
+    return _step_padding(step, 0) if step.get("dummy") else 0
+
+
+PAD_HATCH = "---"  # CUDA-graph padding in the step strip (the token grid's ".." is past the reference's end)
+DUMMY_FACE = "#B9DDF3"
+
+
+def _draw_steps(a, steps: Sequence[Mapping[str, Any]], reqs: list[str], step_label: str = "step",
+                row_label=None) -> None:
     S = min(len(steps), MAX_STEPS)
     rows = list(reqs[:MAX_ROWS])
     sched = [_step_requests(s) for s in steps[:S]]
@@ -127,9 +139,10 @@ def _draw_steps(a, steps: Sequence[Mapping[str, Any]], reqs: list[str]) -> None:
         for r in sc:
             if r not in rows and len(rows) < MAX_ROWS:
                 rows.append(r)
-    # a DP dummy batch (``dummy``: True) is no padding (num_reqs == num_reqs_padded): a row of its own
-    dummies = [_step_padding(s, 0) if s.get("dummy") else 0 for s in steps[:S]]
-    pads = [0 if s.get("dummy") else _step_padding(s, len(sc)) for s, sc in zip(steps[:S], sched)]
+    # a DP dummy batch is no padding (num_reqs == num_reqs_padded): a row of its own
+    dummies = [_dummy_rows(s) for s in steps[:S]]
+    pads = [0 if (s.get("dummy") and "dummy_rows" not in s) else _step_padding(s, len(sc))
+            for s, sc in zip(steps[:S], sched)]
     has_pad = any(pads)
     has_dummy = any(dummies)
     y_pad = len(rows)
@@ -147,10 +160,10 @@ def _draw_steps(a, steps: Sequence[Mapping[str, Any]], reqs: list[str]) -> None:
         if has_pad:
             p = pads[x]
             cell(a, x, y_pad, PALETTE["light"] if p else PALETTE["white"], text=str(p) if p else None,
-                 fontsize=fs, hatch=".." if p else None, edge=None if p else "#EEEEEE")
+                 fontsize=fs, hatch=PAD_HATCH if p else None, edge=None if p else "#EEEEEE")
         if has_dummy:
             dmy = dummies[x]
-            cell(a, x, y_dummy, "#B9DDF3" if dmy else PALETTE["white"], text=str(dmy) if dmy else None,
+            cell(a, x, y_dummy, DUMMY_FACE if dmy else PALETTE["white"], text=str(dmy) if dmy else None,
                  fontsize=fs, hatch="xx" if dmy else None, edge=None if dmy else "#EEEEEE")
     events = []
     for x, s in enumerate(steps[:S]):
@@ -162,24 +175,34 @@ def _draw_steps(a, steps: Sequence[Mapping[str, Any]], reqs: list[str]) -> None:
         if S <= 20 or x % 5 == 0:
             a.text(x, len(rows) + extra - 0.1, str(s.get("step", x)), ha="center", va="top",
                    fontsize=7, color="#555555")
-    ylabels = rows + (["padding"] if has_pad else []) + (["dummy batch"] if has_dummy else [])
+    a.text(-0.5, len(rows) + extra + 0.45, step_label, ha="left", va="top", fontsize=8.5, color="#333333")
+    dummy_name = "dummy batch"
+    if row_label is not None and has_dummy and row_label("dummy batch") != "dummy batch":
+        dummy_name = row_label("dummy batch")
+    ylabels = [row_label(r) if row_label else r for r in rows] + (["padding"] if has_pad else []) \
+        + ([dummy_name] if has_dummy else [])
     a.set_yticks(range(len(ylabels)))
-    a.set_yticklabels([y[:12] for y in ylabels], fontsize=8.5)
+    a.set_yticklabels([y[:22] for y in ylabels], fontsize=8.5)
     a.set_xticks([])
     a.tick_params(length=0)
     for sp in a.spines.values():
         sp.set_visible(False)
     a.set_xlim(-0.6, max(S, 10) - 0.4)
-    a.set_ylim(len(ylabels) + 0.6, -1.2)
-    hdr = "batch per step (dark: several tokens, e.g. prefill; padding: padded rows"
-    hdr += "; dummy batch: an idle DP rank's dummy rows, no padding)" if has_dummy else ")"
+    a.set_ylim(len(ylabels) + 1.0, -1.2)
+    hdr = "batch per step"
     if len(steps) > S:
-        hdr += f"; steps {S}–{len(steps) - 1} not shown"
-    a.set_title(hdr, loc="left", fontsize=9, color="#333333")
+        hdr += f" (steps {S}–{len(steps) - 1} not shown)"
     if events:
         shown = events[:4] + ([f"… {len(events) - 4} more"] if len(events) > 4 else [])
-        a.text(0.0, -0.02, "   ".join(shown), transform=a.transAxes, ha="left", va="top", fontsize=8,
-               color=PALETTE["vermillion"], wrap=True)
+        hdr += "\n" + "   ".join(shown)
+    a.set_title(hdr, loc="left", fontsize=8.5, color="#333333")
+    handles = [legend_patch("1 token", PALETTE["sky"]), legend_patch("several tokens (e.g. a prefill)",
+                                                                     PALETTE["blue"])]
+    if has_pad:
+        handles.append(legend_patch("CUDA-graph padded rows (count)", PALETTE["light"], PAD_HATCH))
+    if has_dummy:
+        handles.append(legend_patch("idle DP rank's dummy batch: rows (no padding)", DUMMY_FACE, "xx"))
+    legend(a, handles, below=True, ncol=4, fontsize=8)
 
 
 @never_raises("token timeline")
@@ -189,6 +212,8 @@ def draw_timeline(
     *,
     steps: Sequence[Mapping[str, Any]] | None = None,
     title: str | None = None,
+    step_label: str = "step",
+    request_ranks: Mapping[str, int] | None = None,
     ax=None,
     fig=None,
 ):
@@ -199,8 +224,10 @@ def draw_timeline(
     produced; each request's first divergence is framed. ``steps``: optional
     list of dicts, one per engine step, with ``scheduled`` ({request: tokens})
     or ``req_ids``/``requests`` (list), optional ``num_reqs_padded`` or
-    ``padded`` and an optional ``label`` (e.g. "dummy run"): drawn as a strip
-    below. ``ax`` may be one Axes (no strip) or two.
+    ``padded``, ``dummy_rows`` (an idle DP rank's dummy batch) and an optional
+    ``label`` (e.g. "dummy run"): drawn as a strip below, its x axis named
+    ``step_label`` (e.g. "step (rank 1)"). ``request_ranks``: request → DP
+    rank, shown beside each request's name. ``ax`` may be one Axes (no strip) or two.
     """
     A = analyse_timeline(expected or {}, got or {})
     reqs, div = A["reqs"], A["div"]
@@ -219,7 +246,7 @@ def draw_timeline(
         a = axes[0]
         a2 = axes[1] if len(axes) > 1 and want_steps else None
     else:
-        n_strip = (min(max(len(reqs), 1), MAX_ROWS) + 1 + any(s.get("dummy") for s in steps)) if want_steps else 0
+        n_strip = (min(max(len(reqs), 1), MAX_ROWS) + 1 + any(_dummy_rows(s) for s in steps) + 3) if want_steps else 0
         row_in = 0.42 if R <= 8 else 0.34
         top_in = row_in * (max(R, 1) + 1.8) + 0.55  # rows + headers + legend
         strip_in = 0.24 * (n_strip + 1.6) + 0.3 if want_steps else 0.0
@@ -283,7 +310,7 @@ def draw_timeline(
     a.set_xlim(-0.6, W - 0.4)
     a.set_ylim(R - 0.45, -1.8)
     a.set_yticks(range(R))
-    a.set_yticklabels([r[:12] for r in reqs[:R]], fontsize=9)
+    a.set_yticklabels([_row_label(r, request_ranks)[:22] for r in reqs[:R]], fontsize=9)
     for tick, r in zip(a.get_yticklabels(), reqs[:R]):
         if div.get(r) is not None:
             tick.set_color(PALETTE["vermillion"])
@@ -293,13 +320,18 @@ def draw_timeline(
     for sp in a.spines.values():
         sp.set_visible(False)
     set_title(a, ttl, width_in=None if axes else FIG_WIDTH - 1.0)
-    handles = [
-        legend_patch("token matches the reference", MATCH),
-        legend_patch("mismatch (top: got, bottom: expected)", PALETTE["vermillion"], "//"),
-        legend_patch("first divergence", "none", edge="black", lw=2.6),
-        legend_patch("not produced yet", PALETTE["white"], edge="#BBBBBB"),
-        legend_patch("past the reference's end", "#DDDDDD", ".."),
-    ]
+    seen = set()
+    for r in reqs[:R]:
+        e, g = (expected or {}).get(r, []), (got or {}).get(r, [])
+        seen.add("past" if len(g) > len(e) else "short" if len(g) < len(e) else "")
+    handles = [legend_patch("token matches the reference", MATCH)]
+    if A["n_div"]:
+        handles += [legend_patch("mismatch (top: got, bottom: expected)", PALETTE["vermillion"], "//"),
+                    legend_patch("first divergence", "none", edge="black", lw=2.6)]
+    if "short" in seen:
+        handles.append(legend_patch("not produced yet", PALETTE["white"], edge="#BBBBBB"))
+    if "past" in seen:
+        handles.append(legend_patch("past the reference's end", "#DDDDDD", ".."))
     legend(a, handles, below=True, ncol=3)
     notes = []
     if len(reqs) > R:
@@ -312,8 +344,15 @@ def draw_timeline(
         a.text(W - 0.4, -1.45, "; ".join(notes), ha="right", va="center", fontsize=8, color="#555555",
                style="italic")
     if a2 is not None:
-        _draw_steps(a2, list(steps or []), reqs)
+        _draw_steps(a2, list(steps or []), reqs, step_label=step_label,
+                    row_label=(lambda r: _row_label(r, request_ranks)) if request_ranks else None)
     return f
+
+
+def _row_label(req: str, request_ranks: Mapping[str, int] | None) -> str:
+    if request_ranks and req in request_ranks:
+        return f"{req[:12]} · rank {request_ranks[req]}"
+    return req
 
 
 def _token(t: int) -> str:

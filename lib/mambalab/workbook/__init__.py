@@ -32,6 +32,8 @@ gives all of it; one concept per file:
   guard), caught and recorded as a :class:`KernelRun`;
 * ``tour.py``: the tour's workload (:func:`tour_workload`) and what one
   request's state is made of (:func:`state_table`);
+* ``graph_demo.py``: :func:`cuda_graph_demo`, the CUDA-graph contract in ten
+  lines (static buffer, capture, ``copy_``, a replay over a stale buffer);
 * ``excerpts.py``: :func:`source_excerpt`, :func:`expect_error`;
 * ``exercises.py``: the :data:`EXERCISES` and their cases (ground truth
   computed with the library, never with the solution);
@@ -53,6 +55,7 @@ from mambalab.workbook.kernel_launch import KernelRun, launch_gdn, launch_ssu
 from mambalab.workbook.mini_world import MiniWorld, idle_rank
 from mambalab.workbook.tour import state_table, tour_workload
 from mambalab.workbook.excerpts import expect_error, source_excerpt
+from mambalab.workbook.graph_demo import cuda_graph_demo
 from mambalab.workbook.exercises import EXERCISES
 from mambalab.workbook.checker import Solution, check, reveal
 from mambalab.workbook.bug_hunt import hunt_report, plant_pad_tail, workload_steps
@@ -75,6 +78,7 @@ __all__ = [
     "tour_workload",
     "state_table",
     "source_excerpt",
+    "cuda_graph_demo",
     "expect_error",
     "EXERCISES",
     "check",

@@ -157,25 +157,34 @@ class Trace:
                         before: int | None = None, slots: int | None = None, **kw):
         """The rank's state pools after the step; ▼/▲: rows of ``kernel`` that loaded/stored each slot.
 
-        ``before``: a step whose snapshot is the reference (slots that changed
-        since are framed). ``slots``: how many leading slots to draw (default:
-        enough for every touched, owned, poisoned or changed slot, a multiple of 8).
+        ``before``: a step whose snapshot is the pool before (cells show before→after, coloured
+        by the change). ``slots``: how many leading slots to draw (default: enough for every
+        touched, owned, poisoned or changed slot, a multiple of 8). A store by a row into a slot
+        its request does not own (a dummy or padded row owns none) is framed.
         """
         from mambalab import viz
 
         s = self.snapshot(step, rank)
         reads, writes = self.accesses(step, rank, kernel)
-        ref = self.snapshot(before, rank).pools if before is not None else None
-        n = slots if slots is not None else _slots_needed(s.pools, ref, reads, writes, s.owners)
+        prev = self.snapshot(before, rank).pools if before is not None else None
+        n = slots if slots is not None else _slots_needed(s.pools, prev, reads, writes, s.owners)
         pools = {k: v[:n] for k, v in s.pools.items()}
-        ref = {k: v[:n] for k, v in ref.items()} if ref is not None else None
-        if ref is not None and "title" not in kw:
-            from mambalab.viz._common import title_from
+        if prev is not None:
+            kw.setdefault("before", {k: v[:n] for k, v in prev.items()})
+            kw.setdefault("before_label", f"since step {before}")
+        if writes is not None:
+            kw.setdefault("row_requests", self.row_requests(step, rank))
+            stored = {int(x) for ss in writes.values() for x in ss}
+            kw.setdefault("slot_notes", {b: _block_status(s.block_pool, s.owners, b) for b in stored})
+        return viz.draw_state_pool(pools, reads=reads, writes=writes, owners=s.owners, **kw)
 
-            found = viz.analyse_state_pool(pools, reads=reads, writes=writes, reference=ref, owners=s.owners)
-            kw["title"] = title_from(found["findings"], "state pool consistent").replace(
-                "from the reference", f"from the pool after step {before}")
-        return viz.draw_state_pool(pools, reads=reads, writes=writes, owners=s.owners, reference=ref, **kw)
+    def row_requests(self, step: int, rank: int = 0) -> dict[int, str]:
+        """Kernel row → request id of the step (decode rows first, as the batch is ordered; a dummy
+        batch's rows and padded rows belong to no request)."""
+        s = self.snapshot(step, rank)
+        if s.record is None or s.kind == "dummy":
+            return {}
+        return {i: rid for i, rid in enumerate(s.record.req_ids)}
 
     def block_status(self, step: int, rank: int, block: int) -> str:
         """Whose block ``block`` is after the step: a request's, free and cached, free, or the null block."""
@@ -234,6 +243,21 @@ class Trace:
             lines.append(f"row {i} ({rid}): {before}gathers {row_src}, {how}; writes {row_dst}")
         return Text("\n".join(lines) or f"step {step}, rank {rank}: no decode row")
 
+    def draw_spec_columns(self, step: int, row: int = 0, rank: int = 0, **kw):
+        """One decode row's speculative columns at ``step`` ("all" mode + spec decode, #41233)."""
+        from mambalab.viz.spec_columns import draw_spec_columns
+
+        s = self.snapshot(step, rank)
+        md, b = s.md, s.builder
+        if md is None or b is None or md.block_idx_last_scheduled_token_prev_step is None:
+            raise ValueError(f"step {step}, rank {rank}: no 'all'-mode speculative decode metadata")
+        ids = list(s.record.req_ids) if s.record is not None else []
+        return draw_spec_columns(
+            md.state_indices_tensor_d[row].tolist(), anchor=int(md.block_idx_last_scheduled_token_prev_step[row]),
+            num_accepted=int(md.num_accepted_tokens[row]), last_scheduled=int(md.block_idx_last_scheduled_token[row]),
+            last_computed=int(md.block_idx_last_computed_token[row]), num_spec=b.num_spec,
+            num_speculative_blocks=b.spec.num_speculative_blocks, req_id=ids[row] if row < len(ids) else "", **kw)
+
     def tokens(self, rank: int | None = None, requests: Sequence[str] | None = None):
         """``(expected, got)``: each request's reference tokens and the engine's."""
         if self.engine is None:
@@ -247,26 +271,42 @@ class Trace:
         return expected, got
 
     def draw_timeline(self, rank: int | None = None, requests: Sequence[str] | None = None, **kw):
-        """Tokens against the reference per request, with the batch of each step of ``rank`` below."""
+        """Tokens against the reference per request, with the batch of each step below (one column per
+        step; ``rank=None`` merges the ranks' batches, each request and dummy batch named with its rank)."""
         from mambalab import viz
 
         expected, got = self.tokens(rank, requests)
-        steps = []
+        ranks = sorted({r.rank for r in self.records})
+        by_step: dict[int, dict[str, Any]] = {}
+        dummy_ranks: set[int] = set()
+        req_rank: dict[str, int] = {}
         for r in self.records:
             if rank is not None and r.rank != rank:
                 continue
-            if rank is None and len({x.rank for x in self.records}) > 1 and r.kind == "dummy":
+            e = by_step.setdefault(r.step, {"step": r.step, "scheduled": {}, "padded": 0, "dummy_rows": 0})
+            if r.kind == "dummy":
+                e["dummy_rows"] += r.num_reqs_padded
+                e["dummy"] = True
+                dummy_ranks.add(r.rank)
                 continue
             sched = self.scheduled.get((r.step, r.rank), {})
-            entry: dict[str, Any] = {"step": r.step, "scheduled": {q: sched.get(q, 1) for q in r.req_ids},
-                                     "num_reqs_padded": r.num_reqs_padded}
-            if r.kind == "dummy":
-                entry["scheduled"] = {}
-                entry["dummy"] = True
-            elif r.mode == "FULL" and not r.refreshed:
-                entry["label"] = "graph buffers not refreshed"
-            steps.append(entry)
+            e["scheduled"].update({q: sched.get(q, 1) for q in r.req_ids})
+            req_rank.update({q: r.rank for q in r.req_ids})
+            e["padded"] += max(0, r.num_reqs_padded - r.num_reqs)
+            if r.mode == "FULL" and not r.refreshed:
+                e["label"] = "graph buffers not refreshed"
+        steps = [by_step[k] for k in sorted(by_step)]
         _label_dummy_runs(steps)
+        if rank is not None:
+            kw.setdefault("step_label", f"step (rank {rank})")
+        elif len(ranks) > 1:
+            kw.setdefault("step_label", f"step (ranks {', '.join(map(str, ranks))}: one column per step)")
+            names = dict(req_rank)
+            if len(dummy_ranks) == 1:
+                names["dummy batch"] = next(iter(dummy_ranks))
+            kw.setdefault("request_ranks", names)
+        else:
+            kw.setdefault("step_label", f"step (rank {ranks[0] if ranks else 0})")
         return viz.draw_timeline(expected, got, steps=steps, **kw)
 
 
