@@ -385,3 +385,14 @@ def test_timeline_of_a_dp_run_names_steps_ranks_and_draws_the_dummy_batches():
     assert steps == [str(i) for i in range(1, len(steps) + 1)]  # one column per step, in order
     one = t.draw_timeline(rank=1)
     assert any(x.get_text() == "step (rank 1)" for x in one.axes[1].texts)
+
+
+def test_fold_shows_the_summary_as_text_and_the_full_text_behind_a_click():
+    text = "\n".join([f"line {i}: ok" for i in range(30)] + ["ERROR SUMMARY: 3 errors", "line 30: <b>&", "ERROR SUMMARY: 3 errors"])
+    f = wb.fold(text, "the report", keep=("ERROR",))
+    assert str(f) == "the report\nERROR SUMMARY: 3 errors\n(33 lines folded: expand to read them)"  # each line once
+    page = f._repr_html_()
+    assert page.count("<details>") == 1 and "<details open" not in page
+    assert "line 30: &lt;b&gt;&amp;" in page and "line 29: ok" in page  # the whole text, escaped
+    assert "line 29" not in str(f)
+    assert str(wb.fold("a\nb", "t")) == "t\n(2 lines folded: expand to read them)"

@@ -34,6 +34,8 @@ gives all of it; one concept per file:
   request's state is made of (:func:`state_table`);
 * ``graph_demo.py``: :func:`cuda_graph_demo`, the CUDA-graph contract in ten
   lines (static buffer, capture, ``copy_``, a replay over a stale buffer);
+* ``folded.py``: :func:`fold`, a long text output as its summary, the full
+  text in a closed ``<details>`` (short ``text/plain``);
 * ``excerpts.py``: :func:`source_excerpt`, :func:`expect_error`;
 * ``exercises.py``: the :data:`EXERCISES` and their cases (ground truth
   computed with the library, never with the solution);
@@ -56,6 +58,7 @@ from mambalab.workbook.mini_world import MiniWorld, idle_rank
 from mambalab.workbook.tour import state_table, tour_workload
 from mambalab.workbook.excerpts import expect_error, source_excerpt
 from mambalab.workbook.graph_demo import cuda_graph_demo
+from mambalab.workbook.folded import Folded, fold
 from mambalab.workbook.exercises import EXERCISES
 from mambalab.workbook.checker import Solution, check, reveal
 from mambalab.workbook.bug_hunt import hunt_report, plant_pad_tail, workload_steps
@@ -79,6 +82,8 @@ __all__ = [
     "state_table",
     "source_excerpt",
     "cuda_graph_demo",
+    "fold",
+    "Folded",
     "expect_error",
     "EXERCISES",
     "check",
