@@ -23,7 +23,7 @@ from mambalab.lab.workload import Workload, random_workload
 
 SEEDS = [0, 1]
 CASES = [(seed, fixed) for seed in SEEDS for fixed in (False, True)]
-RANDOM_SEED = 102
+RANDOM_SEED = 2  # pad-minus-one crashes on rank 1 with slot -1 (the DP ranks agree on the graph mode)
 
 
 def _bugs(fixed: bool) -> BugConfig:

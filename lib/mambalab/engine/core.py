@@ -35,6 +35,7 @@ from mambalab.model.drafter import OracleDrafter
 from mambalab.core.kv_cache_manager import KVCacheManager
 from mambalab.model.tiny_hybrid import TinyHybridConfig, TinyHybridModel
 from mambalab.worker.model_runner import ModelRunner, RunnerConfig, StepRecord
+from mambalab.worker.cudagraph_dispatcher import CUDAGraphMode, synchronize_cudagraph_mode
 from mambalab.core.request import Request
 from mambalab.lab.sanitizer import IllegalMemoryAccess
 from mambalab.core.sched.scheduler import Scheduler
@@ -226,32 +227,43 @@ class Engine:
             self._apply(ev)
         return [r.scheduler.schedule() for r in self.ranks]
 
-    def execute_step(self, outputs: list[SchedulerOutput], num_tokens_across_dp: int) -> list[StepRecord]:
-        """Second half: given the ranks' agreed (max) token count, every hosted rank executes
-        its schedule padded to it, or the dummy batch if it has none (``dp_utils``)."""
+    def local_cudagraph_modes(self, outputs: list[SchedulerOutput]) -> list[CUDAGraphMode]:
+        """Each hosted rank's own mode for its schedule (the dummy batch's for an idle rank)."""
+        return [rank.runner.local_cudagraph_mode(so) for rank, so in zip(self.ranks, outputs)]
+
+    def execute_step(self, outputs: list[SchedulerOutput], num_tokens_across_dp: int,
+                     cudagraph_mode_across_dp: CUDAGraphMode | None = None) -> list[StepRecord]:
+        """Second half: given the ranks' agreed (max) token count and CUDA-graph mode (the
+        minimum; computed here from the hosted ranks when not given), every hosted rank
+        executes its schedule padded to it, or the dummy batch if it has none (``dp_utils``)."""
         records: list[StepRecord] = []
         if not num_tokens_across_dp:
             return records
         dp_tokens = num_tokens_across_dp if self.cfg.data_parallel_size > 1 else None
+        if dp_tokens is None:
+            cudagraph_mode_across_dp = None
+        elif cudagraph_mode_across_dp is None:
+            cudagraph_mode_across_dp = synchronize_cudagraph_mode(self.local_cudagraph_modes(outputs))
         with without_overflow_asserts():
             for rank, so in zip(self.ranks, outputs):
-                rec = self.execute_rank(rank, so, dp_tokens)
+                rec = self.execute_rank(rank, so, dp_tokens, cudagraph_mode_across_dp)
                 if rec is not None:
                     records.append(rec)
         self.records.extend(records)
         return records
 
-    def execute_rank(self, rank: Rank, so: SchedulerOutput, dp_tokens: int | None) -> StepRecord | None:
+    def execute_rank(self, rank: Rank, so: SchedulerOutput, dp_tokens: int | None,
+                     cudagraph_mode_across_dp: CUDAGraphMode | None = None) -> StepRecord | None:
         """One rank's part of the step: execute (then draft, update, collect), or the dummy run."""
         n = so.total_num_scheduled_tokens
         try:
             blocks_before = {rid: list(rank.manager.get_block_ids(rid)[0])
                              for rid in so.num_scheduled_tokens}
             with self.rank_context(rank.index) if self.rank_context is not None else contextlib.nullcontext():
-                sampled, rec = rank.runner.execute_model(so, dp_tokens)
+                sampled, rec = rank.runner.execute_model(so, dp_tokens, cudagraph_mode_across_dp)
                 if not n and dp_tokens:
                     # An idle rank pads to the others' size; the runner pads it to a graph size.
-                    rec = rank.runner.dummy_run(self._dummy_size(rank, dp_tokens))
+                    rec = rank.runner.dummy_run(self._dummy_size(rank, dp_tokens), cudagraph_mode_across_dp)
             if n:
                 drafts = self._propose(rank, sampled)
                 finished = rank.scheduler.update_from_output(so, sampled, drafts)

@@ -19,6 +19,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from mambalab.worker.cudagraph_dispatcher import CUDAGraphMode
+
 
 def backend_for(device_type: str) -> str:
     """The ``torch.distributed`` backend of the device group: NCCL on GPUs, gloo on the CPU."""
@@ -75,15 +77,19 @@ class DPGroup:
                          lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.cpu_group))
         return bool(t[0]), bool(t[1])
 
-    def max_num_tokens(self, local: int) -> int:
-        """MAX over ranks of the scheduled token count, on the device group."""
-        t = torch.tensor([local], dtype=torch.int64, device=self.device)
+    def coordinate_batch(self, local_tokens: int, local_mode: CUDAGraphMode) -> tuple[int, CUDAGraphMode]:
+        """One all-reduce on the device group for both of ``coordinate_batch_across_dp``'s answers:
+        the MAX of the scheduled token counts and the MIN of the ranks' CUDA-graph modes
+        (``_post_process_cudagraph_mode``), packed as MAX over ``(tokens, -mode)``."""
+        order = (CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
+        t = torch.tensor([local_tokens, -order.index(local_mode)], dtype=torch.int64, device=self.device)
 
-        def reduce() -> int:
+        def reduce() -> tuple[int, CUDAGraphMode]:
             dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.device_group)
-            return int(t.item())  # waits for the collective (NCCL runs it on the GPU's stream)
+            tokens, neg_mode = t.tolist()  # waits for the collective (NCCL runs it on the GPU's stream)
+            return int(tokens), order[-int(neg_mode)]
 
-        return self._collective("all_reduce (num_tokens_across_dp)", reduce)
+        return self._collective("all_reduce (num_tokens_across_dp, cudagraph_mode)", reduce)
 
     def all_gather_object(self, obj) -> list:
         out = [None] * dist.get_world_size()

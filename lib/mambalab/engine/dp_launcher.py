@@ -9,11 +9,12 @@ pools and, on a GPU, its own CUDA graphs captured at start-up) and every step
 1. all-reduces (MAX) "has unfinished work" (``_has_global_unfinished_reqs``)
    over the CPU group, stopping when no rank has any (future events count as work);
 2. schedules its own requests (``Engine.schedule_step``);
-3. all-reduces (MAX) its scheduled token count over the *device* group
-   (``coordinate_batch_across_dp``: NCCL on GPUs, as vLLM's default);
-4. executes padded to that count, or runs the dummy batch through its captured
-   FULL graph when it has nothing (``Engine.execute_step``, the same code the
-   in-process engine runs).
+3. all-reduces its scheduled token count (MAX) and its own CUDA-graph mode (MIN)
+   over the *device* group in one collective (``coordinate_batch_across_dp``: NCCL
+   on GPUs, as vLLM's default);
+4. executes padded to that count in at most that mode, or runs the dummy batch
+   (through its captured FULL graph when every rank agreed on FULL) when it has
+   nothing (``Engine.execute_step``, the same code the in-process engine runs).
 
 Process groups (:class:`mambalab.engine.dp_group.DPGroup`): the default group carries the
 batch all-reduce (NCCL on GPUs, gloo on the CPU), and a gloo group beside it carries the
@@ -218,9 +219,10 @@ def serve_rank(job: _Job, workload: Workload, bugs: BugConfig, rank: int, device
         outputs = engine.schedule_step()
         _fault(job, rank, engine.step, engine)
         local = max((o.total_num_scheduled_tokens for o in outputs), default=0)
-        num_tokens_across_dp = group.max_num_tokens(local)
+        (local_mode,) = engine.local_cudagraph_modes(outputs)
+        num_tokens_across_dp, mode_across_dp = group.coordinate_batch(local, local_mode)
         try:
-            engine.execute_step(outputs, num_tokens_across_dp)
+            engine.execute_step(outputs, num_tokens_across_dp, mode_across_dp)
         except Exception as e:  # noqa: BLE001
             broken = cuda_broken() if device.type == "cuda" else None
             if broken:  # a real fault: no verdict can be read off a dead context; the run ends here

@@ -199,6 +199,30 @@ def dispatch(
                            CUDAGraphMode.PIECEWISE)
 
 
+_MODE_ORDER = (CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
+
+
+def synchronize_cudagraph_mode(modes: Sequence[CUDAGraphMode]) -> CUDAGraphMode:
+    """The mode every DP rank runs: the minimum of the ranks' own (NONE < PIECEWISE < FULL),
+    as ``_post_process_cudagraph_mode`` in ``vllm/v1/worker/dp_utils.py``: one rank with a
+    mixed batch keeps every rank off its FULL graph, the idle ranks' dummy batches included."""
+    if not modes:
+        raise ValueError("modes is empty")
+    return min(modes, key=_MODE_ORDER.index)
+
+
+def cap_cudagraph_mode(desc: BatchDescriptor, across_dp: CUDAGraphMode | None) -> BatchDescriptor:
+    """``desc`` run in at most the DP ranks' agreed mode: a FULL batch becomes PIECEWISE (tokens
+    padded, requests not), anything becomes NONE (no padding) when the ranks agreed on NONE."""
+    if across_dp is None or _MODE_ORDER.index(desc.cudagraph_mode) <= _MODE_ORDER.index(across_dp):
+        return desc
+    if across_dp is CUDAGraphMode.PIECEWISE:
+        return BatchDescriptor(desc.num_tokens, desc.num_reqs, desc.num_tokens_padded, desc.num_reqs,
+                               desc.uniform_decode, desc.uniform_decode_query_len, CUDAGraphMode.PIECEWISE)
+    return BatchDescriptor(desc.num_tokens, desc.num_reqs, desc.num_tokens, desc.num_reqs,
+                           desc.uniform_decode, desc.uniform_decode_query_len, CUDAGraphMode.NONE)
+
+
 def coordinate_batch_across_dp(num_tokens_per_rank: Sequence[int], capture_sizes: Sequence[int]) -> int:
     """The token count every DP rank pads to: the max rank's, padded to a capture size."""
     if not num_tokens_per_rank:
@@ -219,4 +243,6 @@ __all__ = [
     "pad_for_cudagraph",
     "dispatch",
     "coordinate_batch_across_dp",
+    "synchronize_cudagraph_mode",
+    "cap_cudagraph_mode",
 ]

@@ -31,7 +31,7 @@ from mambalab.lab.bugs import BugConfig, resolve
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.worker.cuda_graph import CapturedGraph
 from mambalab.worker.cudagraph_dispatcher import (
-    BatchDescriptor, CUDAGraphMode, cudagraph_capture_sizes, dispatch, full_decode_capture_sizes)
+    BatchDescriptor, CUDAGraphMode, cap_cudagraph_mode, cudagraph_capture_sizes, dispatch, full_decode_capture_sizes)
 from mambalab.device import DEVICE
 from mambalab.worker.input_batch import CachedRequestState, InputBatch
 from mambalab.core.kv_cache_interface import MambaSpec
@@ -94,6 +94,27 @@ class StepRecord:
     # (a FULL graph runs every padded row over the persistent buffers, an eager step its decode rows).
     kernel_reads: dict[int, list[int]] = field(default_factory=dict)
     kernel_writes: dict[int, list[int]] = field(default_factory=dict)
+
+
+def is_uniform_decode(num_scheduled: np.ndarray, num_computed: np.ndarray, num_prompt: np.ndarray,
+                      uniform_decode_query_len: int) -> bool:
+    """Whether a batch may replay the FULL decode graph.
+
+    Shape: vLLM 0.33's ``_is_uniform_decode`` (every row schedules ``1 + num_spec`` tokens), so a
+    one-token chunk with prior state replays the decode graph and the Mamba builder reclassifies
+    it (#42430). OURS: a live row still prefilling keeps the batch off the decode graph unless the
+    builder runs it as a decode (that one-token chunk with prior state). A first prompt chunk stays
+    a prefill; so does, under speculative decoding, a prompt remainder of exactly ``1 + num_spec``
+    tokens, which the shape rule alone would replay while the builder classifies it as a prefill
+    (stale graph buffers: found by the hunter's clean run; whether upstream meets it was not checked).
+    """
+    q = np.asarray(num_scheduled)
+    nc = np.asarray(num_computed)
+    if not len(q):
+        return False
+    stays_prefill = (nc < np.asarray(num_prompt)) & ~((nc > 0) & (q == 1))
+    uq = uniform_decode_query_len
+    return bool(q.max() == uq and q.sum() == uq * len(q) and not stays_prefill.any())
 
 
 class ModelRunner:
@@ -226,7 +247,40 @@ class ModelRunner:
             if b != NULL_BLOCK_ID:
                 self.state.zero_slot(b)
 
-    def execute_model(self, so: SchedulerOutput, num_tokens_across_dp: int | None = None
+    def _dispatch(self, num_tokens: int, num_reqs: int, uniform: bool,
+                  num_tokens_across_dp: int | None = None) -> BatchDescriptor:
+        desc = dispatch(num_tokens, num_reqs, uniform_decode=uniform, capture_sizes=self.cudagraph_capture_sizes,
+                        max_num_seqs=self.cfg.max_num_seqs, num_spec_tokens=self.cfg.num_speculative_tokens,
+                        num_tokens_across_dp=num_tokens_across_dp)
+        if desc.cudagraph_mode is CUDAGraphMode.FULL and desc.num_tokens_padded not in self.graphs:
+            desc = BatchDescriptor(num_tokens, num_reqs, num_tokens, num_reqs, uniform,
+                                   self.cfg.uniform_decode_query_len, CUDAGraphMode.NONE)
+        return desc
+
+    def local_cudagraph_mode(self, so: SchedulerOutput) -> CUDAGraphMode:
+        """The mode this rank would run ``so`` in on its own, before the DP ranks agree on one
+        (``_determine_batch_execution_and_padding``'s first dispatch). An idle rank's dummy batch is
+        a uniform decode batch (``_dummy_run(..., uniform_decode=True)``): FULL when graphs exist."""
+        uq = self.cfg.uniform_decode_query_len
+        if not so.total_num_scheduled_tokens:
+            return CUDAGraphMode.FULL if self.graphs else CUDAGraphMode.NONE
+        nc: dict[str, int] = {}
+        prompt: dict[str, int] = {}
+        for new in so.scheduled_new_reqs:  # a resumed request recomputes its outputs as prompt
+            nc[new.req_id] = new.num_computed_tokens
+            prompt[new.req_id] = len(new.prompt_token_ids) + len(new.output_token_ids)
+        cached = so.scheduled_cached_reqs
+        for rid, n in zip(cached.req_ids, cached.num_computed_tokens):
+            nc[rid] = n
+            prompt[rid] = self.requests[rid].num_prompt_tokens if rid in self.requests else n + 1
+        rids = list(so.num_scheduled_tokens)
+        q = np.array([so.num_scheduled_tokens[r] for r in rids])
+        uniform = is_uniform_decode(q, np.array([nc.get(r, 0) for r in rids]),
+                                    np.array([prompt.get(r, 1) for r in rids]), uq)
+        return self._dispatch(so.total_num_scheduled_tokens, len(rids), uniform).cudagraph_mode
+
+    def execute_model(self, so: SchedulerOutput, num_tokens_across_dp: int | None = None,
+                      cudagraph_mode_across_dp: CUDAGraphMode | None = None,
                       ) -> tuple[dict[str, list[int]], StepRecord | None]:
         """Run one scheduled step; returns the sampled tokens per request and the step's record.
 
@@ -244,23 +298,11 @@ class ModelRunner:
         self._fill_prev_step_anchor()
         p = self.buffers.prepare_inputs(ib, sched)
         uq = self.cfg.uniform_decode_query_len
-        # Shape: vLLM 0.33's _is_uniform_decode (every row schedules 1 + num_spec tokens), so a one-token
-        # chunk with prior state replays the decode graph and the Mamba builder reclassifies it (#42430).
-        # OURS: a live row still prefilling keeps the batch off the decode graph unless the builder runs
-        # it as a decode (that one-token chunk with prior state). A first prompt chunk stays a prefill;
-        # so does, under speculative decoding, a prompt remainder of exactly 1 + num_spec tokens, which
-        # the shape rule alone would replay while the builder classifies it as a prefill (stale graph
-        # buffers: found by the hunter's clean run; whether upstream meets it was not checked).
-        q = p.num_scheduled_tokens[: p.num_reqs]
-        nc = ib.num_computed_tokens_cpu[: p.num_reqs]
-        stays_prefill = ib.is_prefilling(p.num_reqs) & ~((nc > 0) & (q == 1))
-        uniform = p.max_query_len == uq and p.num_tokens == uq * p.num_reqs and not stays_prefill.any()
-        desc = dispatch(p.num_tokens, p.num_reqs, uniform_decode=uniform, capture_sizes=self.cudagraph_capture_sizes,
-                        max_num_seqs=self.cfg.max_num_seqs, num_spec_tokens=self.cfg.num_speculative_tokens,
-                        num_tokens_across_dp=num_tokens_across_dp)
-        if desc.cudagraph_mode is CUDAGraphMode.FULL and desc.num_tokens_padded not in self.graphs:
-            desc = BatchDescriptor(p.num_tokens, p.num_reqs, p.num_tokens, p.num_reqs, uniform, uq,
-                                   CUDAGraphMode.NONE)
+        nr = p.num_reqs
+        uniform = is_uniform_decode(p.num_scheduled_tokens[:nr], ib.num_computed_tokens_cpu[:nr],
+                                    ib.num_prompt_tokens[:nr], uq)
+        desc = cap_cudagraph_mode(self._dispatch(p.num_tokens, nr, uniform, num_tokens_across_dp),
+                                  cudagraph_mode_across_dp)
         (cm,) = build_attention_metadata(ib, self.buffers, p.num_reqs, desc.num_reqs_padded,
                                          desc.num_tokens_padded, p.max_query_len, self.bugs)
         md = self.builder.build(cm, self.buffers.num_accepted_tokens.gpu, self.prev_step_anchor)
@@ -283,18 +325,21 @@ class ModelRunner:
                                for rid in sampled}
         return sampled, record
 
-    def dummy_run(self, num_tokens: int) -> StepRecord:
+    def dummy_run(self, num_tokens: int, cudagraph_mode_across_dp: CUDAGraphMode | None = None) -> StepRecord:
         """An idle DP rank's step: a dummy uniform decode batch of ``num_tokens`` (``_dummy_run``).
 
         The buffers are filled and the block table committed either way. Only
         a FULL graph replay builds attention metadata and so touches state
         (through whatever the dummy rows' block-table rows hold, #37728); an
         eager dummy run has no attention metadata, and vLLM's Mamba mixers
-        return without reading or writing any state.
+        return without reading or writing any state. The DP ranks agree on the
+        mode first (the minimum, ``_post_process_cudagraph_mode``): when another
+        rank runs a mixed batch, the dummy batch is not replayed as a FULL graph.
         """
         self.step_index += 1
         uq = self.cfg.uniform_decode_query_len
-        if num_tokens not in self.graphs:
+        full_allowed = cudagraph_mode_across_dp in (None, CUDAGraphMode.FULL)
+        if num_tokens not in self.graphs or not full_allowed:
             p = self.buffers.prepare_dummy_run(self.input_batch, num_tokens, uq, self.cfg.max_num_seqs, self.bugs)
             record = StepRecord(
                 step=self.step_index, rank=self.rank, kind="dummy", mode=CUDAGraphMode.NONE.name,
