@@ -212,15 +212,19 @@ def launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch.device
 GENERAL_COLUMN_BYTES = 256
 GENERAL_WARPS = 1
 
-# Few tokens a row (up to WINDOW_MAX_T, width 2..4: speculative decoding): the window kernel, with its
-# own launch rule (bytes of each state column per program, warps) and PDL (mode 1: trigger at the start,
-# 2: after the state is written; up to WINDOW_PDL_MAX_BATCH requests). WINDOW_KERNEL False: the general one.
+# Few tokens a row (up to WINDOW_MAX_T, width 2..4: speculative decoding): the window kernel (WINDOW_KERNEL
+# False: the general one). Its rule, measured on an H200 against vLLM 0.33 in one process (T = 2 and 4,
+# batch 1 / 8 / 64 / 256, fp32 and bf16; 256 / 512 / 1024 bytes a column x 1 / 2 / 4 warps x PDL off /
+# trigger first / trigger after the state is written; docs/benchmarks.md): 256 channels a program on 4
+# warps (vLLM's own block), PDL at every batch with the trigger after the state's stores (mode 2; mode 1,
+# the trigger first, ran 0.63x of vLLM at batch 8, mode 2 1.13-1.21x). 1.6x faster than the general kernel
+# at batch 64, T = 4.
 WINDOW_KERNEL = True
 WINDOW_MAX_T = 8
-WINDOW_COLUMN_BYTES = 256
-WINDOW_WARPS = 1
-WINDOW_PDL_MODE = 1
-WINDOW_PDL_MAX_BATCH = 1
+WINDOW_BLOCK_N = 256
+WINDOW_WARPS = 4
+WINDOW_PDL_MODE = 2
+WINDOW_PDL_MAX_BATCH = 1 << 30
 
 
 # The decode kernel's rule (see decode_launch_config): bytes of each state
@@ -229,9 +233,11 @@ DECODE_COLUMN_BYTES = 256
 DECODE_ROWS = 2
 
 # Programmatic dependent launch for batches up to this many requests (0: never), per kernel. Measured on
-# an H200 (CUDA graphs, PDL off / on): the decode kernel 1.07-1.5x faster with it at batch 1..8 and 0.67-1.2x
-# at 16..32; the general kernel (speculative rows) 1.2-1.4x at batch 1, 0.4-0.75x at batch 8.
-PDL_MAX_BATCH_DECODE = 8
+# an H200 (CUDA graphs, PDL off / on): the decode kernel 1.07-1.5x faster with it at batch 1..8; at 9..16
+# fp32 1.2-1.3x faster (2.47 -> 1.85 us at batch 9), bf16 0.65-0.8x (2.43 -> 3.01 us), at 32 fp32 even,
+# bf16 0.73x: so by the state's element size. The general kernel (speculative rows of width > 4 or more
+# than WINDOW_MAX_T tokens) 1.2-1.4x at batch 1, 0.4-0.75x at batch 8.
+PDL_MAX_BATCH_DECODE = {4: 16, 2: 8}
 PDL_MAX_BATCH_GENERAL = 1
 
 
@@ -470,7 +476,7 @@ def causal_conv1d_update(
             ROWS=rows,
             BLOCK_N=block_n,
             num_warps=num_warps,
-            **_pdl_opts(batch, device, PDL_MAX_BATCH_DECODE),
+            **_pdl_opts(batch, device, PDL_MAX_BATCH_DECODE.get(conv_state.dtype.itemsize, 8)),
         )
         return out
 
@@ -478,7 +484,7 @@ def causal_conv1d_update(
     if window:
         block_n, num_warps = launch_config(dim, batch, conv_state.dtype, device)
         if device.type == "cuda":
-            block_n = max(32, min(WINDOW_COLUMN_BYTES // conv_state.dtype.itemsize, triton.next_power_of_2(dim)))
+            block_n = max(32, min(WINDOW_BLOCK_N, triton.next_power_of_2(dim)))
             num_warps = WINDOW_WARPS
         pdl = _pdl_opts(batch, device, WINDOW_PDL_MAX_BATCH)
         if pdl:

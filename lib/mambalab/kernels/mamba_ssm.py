@@ -318,7 +318,9 @@ class LaunchConfig:
 BLOCK_M_TIED = {4: 16, 2: 16}
 BLOCK_M_TIED_SMALL = {4: 4, 2: 16}
 BLOCK_M_MULTI_TOKEN = {4: 8, 2: 16}
+BLOCK_M_MULTI_TOKEN_SMALL = {4: 8, 2: 16}  # several tokens, requests x heads < SMALL_EFFECTIVE_BATCH
 UNTIED_BLOCK_M = {4: 4, 2: 8}
+UNTIED_BLOCK_M_SMALL = {4: 4, 2: 8}  # A/dt per element, requests x heads < SMALL_EFFECTIVE_BATCH
 BLOCK_M_TIED_FP32_ACTIVATIONS = 8  # fp32 state and activations: 1.02x faster than 16 rows (H200, batch 64-512)
 SMALL_EFFECTIVE_BATCH = 16 * 128  # requests x heads below which fp32 takes the small tile
 NUM_WARPS = 1
@@ -357,11 +359,12 @@ def choose_launch_config(
     if INTERPRET or device is None or device.type != "cuda":
         return LaunchConfig(block_m=dim_p2, num_warps=4)
     size = 4 if elem >= 4 else 2
+    small = num_requests * nheads < SMALL_EFFECTIVE_BATCH
     if not tied:
-        block_m = UNTIED_BLOCK_M[size]
+        block_m = (UNTIED_BLOCK_M_SMALL if small else UNTIED_BLOCK_M)[size]
     elif multi_token:
-        block_m = BLOCK_M_MULTI_TOKEN[size]
-    elif num_requests * nheads < SMALL_EFFECTIVE_BATCH:
+        block_m = (BLOCK_M_MULTI_TOKEN_SMALL if small else BLOCK_M_MULTI_TOKEN)[size]
+    elif small:
         block_m = BLOCK_M_TIED_SMALL[size]
     elif size == 4 and activation_size >= 4:
         block_m = BLOCK_M_TIED_FP32_ACTIVATIONS  # fp32 x, B, C, z: more registers a row
