@@ -269,8 +269,8 @@ def test_reveal_is_a_closed_details_element_with_the_escaped_source_and_the_verd
     def lt_solution(xs):
         return [x for x in xs if x < 0 and "<b>" != x]  # "<", ">" and "&" to escape
 
-    shown = wb.reveal("01.2", lt_solution)
-    verdict = str(wb.check("01.2", lt_solution))
+    shown = wb.reveal("01.3", lt_solution)
+    verdict = str(wb.check("01.3", lt_solution))
     source = 'def lt_solution(xs):\n    return [x for x in xs if x < 0 and "<b>" != x]  # "<", ">" and "&" to escape'
     assert str(shown) == f"{source}\n\n{verdict}"  # the plain text (nbval, tests) as before
     page = shown._repr_html_()
@@ -278,7 +278,7 @@ def test_reveal_is_a_closed_details_element_with_the_escaped_source_and_the_verd
     opening = page[:page.index(">") + 1]
     assert " open" not in opening  # closed: Run All does not show the solution
     summary = page[page.index("<summary"):page.index("</summary>")]
-    assert "Solution 01.2 — click to show" in summary and html.escape(verdict) in summary
+    assert "Solution 01.3 — click to show" in summary and html.escape(verdict) in summary
     assert "lt_solution" not in summary
     assert f"<pre>{html.escape(source)}</pre>" in page
     assert "x < 0" not in page and '"<b>"' not in page

@@ -21,10 +21,16 @@ def mamba_split(query_lens, is_prefilling, threshold):
     return first, len(query_lens) - first
 
 
-def rows_on_wrong_state(graph_slots, own_slots):
-    # A replayed graph reads its persistent buffer; a live row whose buffer entry is not its own
-    # block reads (and writes) somebody else's state.
-    return [i for i, own in enumerate(own_slots) if graph_slots[i] != own]
+def rows_on_wrong_state(prev_buffer, own_slots, query_lens, is_prefilling):
+    # Three conditions. (1) The FULL decode graph replays only if every live row decodes one token.
+    # (2) Mamba's split ORs is_prefilling (padded rows' flags included): one flagged row and the
+    # builder skips its buffer refresh. (3) Then the graph reads last step's buffer: a live row is
+    # on the wrong state where that entry is not its own block.
+    full_graph = all(q == 1 for q in query_lens)
+    refresh_skipped = any(is_prefilling)
+    if not (full_graph and refresh_skipped):
+        return []
+    return [i for i, own in enumerate(own_slots) if prev_buffer[i] != own]
 
 
 def mask_padded_rows(is_prefilling, num_reqs):

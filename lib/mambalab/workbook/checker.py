@@ -1,5 +1,5 @@
-"""The exercises' checker: :func:`check` runs a learner's function on an exercise's cases and says
-correct, not answered yet, or the first miss; :func:`reveal` prints a solution and its check as a
+"""The exercises' checker: :func:`check` runs a learner's function on an exercise's random cases and
+says correct, not answered yet, or the first miss (its expected value only on request); :func:`reveal` prints a solution and its check as a
 :class:`Solution` (folded in a notebook)."""
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ class CheckResult(Text):
         return self.exercise_id, self.detail, self.passed
 
 
-def check(exercise_id: str, fn: Callable) -> CheckResult:
-    """Run the learner's ``fn`` on the exercise's cases; one line: correct, not answered yet, or the first miss."""
+def check(exercise_id: str, fn: Callable, show_expected: bool = False) -> CheckResult:
+    """Run the learner's ``fn`` on the exercise's random cases; one line: correct, not answered yet, or the
+    first miss. The expected value of a miss is shown only when asked (``show_expected=True``)."""
     ex = EXERCISES[exercise_id]
     cases = ex.cases()
     for args, expected in cases:
@@ -56,7 +57,9 @@ def check(exercise_id: str, fn: Callable) -> CheckResult:
         if got is None:
             return CheckResult(ex.id, f"not answered yet ({ex.name} returned None)", False)
         if not _same(got, expected):
-            return CheckResult(ex.id, f"not yet: {call} returned {got!r}, expected {expected!r}", False)
+            tail = (f", expected {expected!r}" if show_expected else
+                    f" (to see the expected value: check({ex.id!r}, {ex.name}, show_expected=True))")
+            return CheckResult(ex.id, f"not yet: {call} returned {got!r}{tail}", False)
     return CheckResult(ex.id, f"correct ({len(cases)} cases)", True)
 
 

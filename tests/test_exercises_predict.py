@@ -1,0 +1,33 @@
+"""Predict, then Step (``mambalab.workbook.predict``): truths from the library, verdicts that hide them until asked."""
+
+from __future__ import annotations
+
+import pytest
+
+from mambalab.workbook.predict import PREDICTIONS, predict
+
+
+@pytest.mark.parametrize("pid", sorted(PREDICTIONS))
+def test_the_truth_is_right_and_a_wrong_guess_is_told_without_the_truth(pid):
+    p = PREDICTIONS[pid]
+    truth = p.truth()
+    assert predict(pid, None).right is None and "not answered yet" in predict(pid, None)
+    assert predict(pid, truth).right is True
+    wrong = [-7] if isinstance(p.normalise(truth), list) else ("zzz" if isinstance(truth, str) else -7)
+    told = predict(pid, wrong)
+    assert told.right is False and repr(p.normalise(truth)) not in told and "next cell" in told
+    assert repr(p.normalise(truth)) in predict(pid, wrong, reveal=True)
+
+
+def test_known_truths_of_the_chapters():
+    assert PREDICTIONS["01.a"].truth() == -32  # slot -1 of an (8, 2, 4, 4) pool
+    assert PREDICTIONS["01.b"].truth() == [3, 4, 5]
+    assert predict("01.c", "the conv").right and not predict("01.c", "SSU").right
+    assert PREDICTIONS["02.a"].truth() == [1, 2] and PREDICTIONS["02.b"].truth() == "D"
+    assert predict("02.b", " d ").right
+    assert PREDICTIONS["04.a"].truth() == 1 and PREDICTIONS["04.b"].truth() == 3
+
+
+def test_an_unreadable_answer_is_a_verdict_not_an_error():
+    got = predict("01.b", 5)
+    assert got.right is False and "could not read 5" in got
