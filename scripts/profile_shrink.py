@@ -2,10 +2,11 @@
 
     MAMBALAB_DEVICE=cpu .venv/bin/python scripts/profile_shrink.py stale-rows --seed 0
 
-Runs ``hunt --bugs BUG --seed N`` in this process with ``hunt.run`` wrapped: every engine run is
-attributed to the shrinking family whose candidate it judges (``cut``, ``earlier``, ``drops``,
-``config``, ``one_earlier``, ``lengths``, ``cosmetic``; ``search`` before the failure is found,
-``baseline`` for the fixed engine's run of a kept candidate), with its engine steps and seconds.
+Runs ``hunt --bugs BUG --seed N`` in this process with ``hunt_run.run`` wrapped: every engine run
+(memo hits are not runs) is attributed to the shrinking family whose candidate it judges (``cut``,
+``chunks``, ``earlier``, ``drops``, ``config``, ``one_earlier``, ``lengths``, ``cosmetic``;
+``search`` before the failure is found, ``baseline`` for the fixed engine's runs while shrinking),
+with its engine steps and seconds; and the process CPU seconds of the whole hunt.
 The evidence for the shrinker plan in docs/speed.md; it changes nothing in the hunter.
 """
 
@@ -28,9 +29,10 @@ from mambalab.lab.bugs import BugConfig  # noqa: E402
 
 
 def _modules():
-    """The hunter's modules that bind ``run`` / ``_families`` (hunt.py, or its split-out shrink.py)."""
+    """The hunter's modules that bind ``run`` / ``_families`` (hunt_run.py and shrink.py, or hunt.py
+    before they were split out)."""
     mods = [H]
-    for name in ("mambalab.lab.shrink",):
+    for name in ("mambalab.lab.hunt_run", "mambalab.lab.shrink"):
         try:
             mods.append(importlib.import_module(name))
         except ImportError:
@@ -75,16 +77,17 @@ def main(argv=None) -> int:
 
     for m, n, _ in saved:
         setattr(m, n, run if n == "run" else families)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         r = H.hunt(BugConfig.with_bugs(args.bug), budget=args.budget, seed=args.seed,
                    progress=lambda m: None)
     finally:
         for m, n, v in saved:
             setattr(m, n, v)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     found = r.found
-    print(f"hunt --bugs {args.bug} --seed {args.seed}: {wall:.1f} s wall, load {os.getloadavg()[0]:.2f}")
+    print(f"hunt --bugs {args.bug} --seed {args.seed}: {wall:.1f} s wall, {cpu:.1f} s CPU, "
+          f"load {os.getloadavg()[0]:.2f}")
     if found is None:
         print("not found")
         return 1

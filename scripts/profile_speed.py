@@ -10,7 +10,7 @@ summarised as fractions of the total by bucket: the sanitizer's own code, Triton
 kernel execution), the model and engine outside kernels, and imports. The fractions are what
 docs/speed.md quotes: on a shared machine they move far less with load than wall time does.
 A hunt also reports engine runs (the unit a shrinker spends), counted by wrapping
-``hunt.run``.
+``hunt_run.run`` (memo hits are not runs).
 """
 
 from __future__ import annotations
@@ -138,10 +138,11 @@ def main(argv=None) -> int:
 
         runs = {"n": 0}
         mods = [H]
-        try:
-            mods.append(importlib.import_module("mambalab.lab.shrink"))  # the shrinker, once split out
-        except ImportError:
-            pass
+        for name in ("mambalab.lab.hunt_run", "mambalab.lab.shrink"):  # where run() lives, once split out
+            try:
+                mods.append(importlib.import_module(name))
+            except ImportError:
+                pass
         saved = [(m, m.run) for m in mods if hasattr(m, "run")]
         orig = saved[0][1]
 

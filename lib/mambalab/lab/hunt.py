@@ -29,21 +29,21 @@ exits 1 when it found a failure, 0 when the budget ran out clean, 2 on bad usage
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Callable
 
+from mambalab.device import without_overflow_asserts
 from mambalab.lab.bugs import BugConfig
 from mambalab.lab.planted import Plant
 from mambalab.lab.verdict import Verdict
 from mambalab.lab.workload import Workload
 from mambalab.lab.hunt_generator import random_hunt_workload, workload_seed
 from mambalab.lab.hunt_report import config_line, snippet, step_list
-from mambalab.lab.hunt_run import failure_kind, run
+from mambalab.lab.hunt_run import RunMemo, failure_kind
 from mambalab.lab.shrink import ShrinkResult, requests_in, shrink
 
 # ---------------------------------------------------------------------------
@@ -178,31 +178,10 @@ class HuntResult:
         return "\n".join(lines) + "\n", "\n".join(code)
 
 
-@contextlib.contextmanager
-def _without_overflow_asserts() -> Iterator[None]:
-    """Triton's interpreter asserts after every 32-bit integer add and multiply that it did not
-    overflow, which compiled kernels do only in debug mode; that is a fifth of a hunt's time on the
-    CPU. The hunt turns the assertions off while it runs (mambalab's memory sanitizer stays on)."""
-    from mambalab.device import INTERPRET
-
-    builder = None
-    if INTERPRET:
-        try:
-            import triton.runtime.interpreter as interpreter
-
-            builder = interpreter.interpreter_builder
-            saved = builder.options
-            builder.options = replace(saved, sanitize_overflow=False)
-        except (ImportError, AttributeError, TypeError):  # another Triton: leave it as it is
-            builder = None
-    try:
-        yield
-    finally:
-        if builder is not None:
-            builder.options = saved
+# Kept for scripts that wrap a bare run in it; every engine run takes it itself now (engine/core.py).
+_without_overflow_asserts = without_overflow_asserts
 
 
-@_without_overflow_asserts()
 def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float | None = None,
          do_shrink: bool = True, shrink_runs: int = 150, shrink_time: float | None = None,
          attribute: bool = True, keep_going: bool = False,
@@ -225,6 +204,8 @@ def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float
     suspect = bool(bugs.enabled) or plant is not None
     differential = attribute and suspect
     result = HuntResult(bugs, seed, budget, 0, 0.0, plant=plant)
+    memo = RunMemo(remember_passing=False)  # the search, its control runs and the shrinker share the runs
+    run = memo.run
     for i in range(budget):
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             break
@@ -253,9 +234,10 @@ def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float
         result.seconds, result.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
         found = Found(i, ws, kind, verdict, w, control=control)
         if do_shrink:
+            memo.remember_passing = True
             found.shrunk = shrink(w, bugs, verdict, records, baseline=fixed if differential else None,
                                   baseline_verdict=control, max_runs=shrink_runs, time_limit=shrink_time,
-                                  progress=progress, plant=plant)
+                                  progress=progress, plant=plant, memo=memo)
             if differential:
                 found.control = found.shrunk.baseline
             elif suspect:

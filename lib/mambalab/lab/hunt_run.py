@@ -8,6 +8,7 @@ ends the worker, which is replaced, and is reported as an ``illegal`` verdict.
 from __future__ import annotations
 
 import contextlib
+from typing import Hashable
 
 from mambalab.lab.bugs import BugConfig
 from mambalab.engine.core import EngineDidNotFinish
@@ -86,4 +87,55 @@ def run(workload: Workload, bugs: BugConfig, max_steps: int = 200,
         return Verdict(ok=False, crash=Crash.unfinished(e.max_steps), steps=max_steps), []
 
 
-__all__ = ["FAILURE_KINDS", "failure_kind", "isolated", "run"]
+def workload_key(w: Workload) -> str:
+    """A workload's identity: its configuration and events (equal keys: the same engine run)."""
+    return repr((w.cfg, sorted((s, tuple(evs)) for s, evs in w.events.items())))
+
+
+class RunMemo:
+    """The runs of one hunt, by (workload, bug switches, plant): the search, its control run and the
+    shrinker share them, so no workload is run twice under the same switches.
+
+    A run is deterministic, and ``max_steps`` only stops it: a stored run that ended (finished or
+    crashed) at step ``s`` answers any limit ``>= s`` as it is, and any smaller limit as the hang
+    :func:`run` reports there; a stored hang at limit ``M`` answers every limit ``<= M``.
+    """
+
+    def __init__(self, remember_passing: bool = True) -> None:
+        self._runs: dict[Hashable, tuple[int, Verdict, list[StepRecord]]] = {}
+        self.hits = 0
+        self.misses = 0
+        # A hunt's search keeps only failing runs (the shrinker starts from one; thousands of clean
+        # workloads need not stay in memory); the shrinker keeps every run.
+        self.remember_passing = remember_passing
+
+    def run(self, workload: Workload, bugs: BugConfig, max_steps: int = 200,
+            plant: Plant | None = None) -> tuple[Verdict, list[StepRecord]]:
+        key = (workload_key(workload), tuple(sorted(bugs.enabled)), id(plant) if plant is not None else None)
+        got = self._runs.get(key)
+        if got is not None and isolated(plant) and got[0] != max_steps:
+            got = None  # on CUDA a fault outside a step has no step: only the same limit answers
+        if got is not None:
+            limit, verdict, records = got
+            hang = failure_kind(verdict) == "hang"
+            if hang and max_steps <= limit:
+                self.hits += 1
+                return _unfinished(max_steps), []
+            if not hang and verdict.steps <= max_steps:
+                self.hits += 1
+                return verdict, records
+            if not hang:  # it ran longer than this limit allows: the engine stops at the limit
+                self.hits += 1
+                return _unfinished(max_steps), []
+        self.misses += 1
+        verdict, records = run(workload, bugs, max_steps, plant)
+        if (got is None or max_steps > got[0]) and (self.remember_passing or not verdict.ok):
+            self._runs[key] = (max_steps, verdict, records)
+        return verdict, records
+
+
+def _unfinished(max_steps: int) -> Verdict:
+    return Verdict(ok=False, crash=Crash.unfinished(max_steps), steps=max_steps)
+
+
+__all__ = ["FAILURE_KINDS", "RunMemo", "failure_kind", "isolated", "run", "workload_key"]

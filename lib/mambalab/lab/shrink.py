@@ -1,10 +1,16 @@
 """Shrinking a failing workload while it keeps failing the same way.
 
-Families of smaller candidates (truncate after the failing step, drop a
-request, drop an event, shorten prompts and outputs, simplify the engine
-configuration...) are tried greedily; a candidate is kept when
-:func:`mambalab.lab.hunt_run.run` gives the same failure kind with the fixed
-engine still passing.
+Families of smaller candidates (truncate after the failing step, drop halves,
+quarters... of the events before single ones, as delta debugging does, close
+gaps between steps, simplify the engine configuration, shorten prompts and
+outputs) are tried greedily; a candidate is kept when
+:func:`mambalab.lab.hunt_run.run` gives the same failure kind. The fixed
+engine (the baseline) is run once, on the final candidate; should it fail
+there, the last kept candidate it passes is taken and shrinking goes on from
+it with the baseline checked at every step. Runs are memoised
+(:class:`~mambalab.lab.hunt_run.RunMemo`) across the hunt, and once the
+workload is at most ``TARGET_STEPS`` steps long the cosmetic families
+(lengths, renames) get ``POLISH_RUNS`` runs, not the rest of the budget.
 """
 
 from __future__ import annotations
@@ -18,8 +24,12 @@ from mambalab.engine.core import Add, EngineConfig, Event
 from mambalab.worker.model_runner import StepRecord
 from mambalab.lab.planted import Plant
 from mambalab.lab.verdict import Verdict
-from mambalab.lab.hunt_run import failure_kind, run
+from mambalab.lab.hunt_run import RunMemo, failure_kind, workload_key
 from mambalab.lab.workload import Workload
+
+TARGET_STEPS = 6  # a reproduction this short is the goal; past it only POLISH_RUNS go to cosmetics
+POLISH_RUNS = 20
+POLISH = ("lengths", "cosmetic")
 
 def drop_one_at_a_time(items: list, fails: Callable[[list], bool]) -> list:
     """The core of shrinking, on a plain list: the first single removal that still fails is kept
@@ -65,8 +75,7 @@ def _map_events(w: Workload, fn: Callable[[int, Event], tuple[int, Event] | None
     return _with_events(w, out)
 
 
-def _key(w: Workload) -> str:
-    return repr((w.cfg, sorted((s, tuple(evs)) for s, evs in w.events.items())))
+_key = workload_key
 
 
 def measure(w: Workload, verdict: Verdict) -> tuple:
@@ -120,8 +129,31 @@ def _families(w: Workload, verdict: Verdict, records: list[StepRecord]) -> list[
     def cut():
         yield "cut at the failure step", _truncate(w, verdict, records)
 
-    def earlier():  # close gaps (everything from a step on moves one step earlier)
-        for s in sorted(w.events):
+    def chunks():  # delta debugging: drop halves, then quarters, ... (single events: drops)
+        evs = [(s, e) for s in sorted(w.events) for e in w.events[s]]
+        n = len(evs)
+        size = -(-n // 2)
+        while size >= 2 and size < n:
+            for start in range(0, n, size):
+                gone = set(range(start, min(n, start + size)))
+                dropped = {evs[i][1].req_id for i in gone if isinstance(evs[i][1], Add)}
+                keep: dict[int, list[Event]] = {}
+                for i, (s, e) in enumerate(evs):
+                    if i not in gone and e.req_id not in dropped:
+                        keep.setdefault(s, []).append(e)
+                yield f"drop events {start + 1}-{max(gone) + 1} of {n}", _with_events(w, keep)
+            size = -(-size // 2) if size > 2 else 1
+
+    def earlier():  # close gaps: every gap at once, a whole gap, then one step
+        steps = sorted(w.events)
+        if steps and steps[-1] > len(steps):
+            at = {s: i + 1 for i, s in enumerate(steps)}
+            yield "every gap closed", _map_events(w, lambda s2, e: (at[s2], e))
+        for prev, s in zip([0] + steps, steps):
+            if s - prev > 2:
+                d = s - prev - 1
+                yield f"steps >= {s} {d} earlier", _map_events(w, lambda s2, e, s=s, d=d: (s2 - d if s2 >= s else s2, e))
+        for s in steps:
             if s > 1 and s - 1 not in w.events:
                 yield f"steps >= {s} one earlier", _map_events(w, lambda s2, e, s=s: (s2 - 1 if s2 >= s else s2, e))
 
@@ -181,10 +213,10 @@ def _families(w: Workload, verdict: Verdict, records: list[StepRecord]) -> list[
         if any(k != v for k, v in names.items()):
             yield "rename requests", _map_events(w, lambda s, e: (s, replace(e, req_id=names[e.req_id])))
 
-    return [cut, earlier, drops, config, one_earlier, lengths, cosmetic]
+    return [cut, chunks, earlier, drops, config, one_earlier, lengths, cosmetic]
 
 
-NUM_FAMILIES = 7
+NUM_FAMILIES = 8
 
 
 @dataclass
@@ -201,62 +233,105 @@ class ShrinkResult:
 def shrink(workload: Workload, bugs: BugConfig, verdict: Verdict, records: list[StepRecord], *,
            baseline: BugConfig | None = None, baseline_verdict: Verdict | None = None,
            max_runs: int = 150, time_limit: float | None = None,
-           progress: Callable[[str], None] | None = None, plant: Plant | None = None) -> ShrinkResult:
+           progress: Callable[[str], None] | None = None, plant: Plant | None = None,
+           memo: RunMemo | None = None, polish_runs: int = POLISH_RUNS) -> ShrinkResult:
     """Greedy shrinking: keep any smaller variant that fails the same way, until none does.
 
     "Smaller" is :func:`measure` (engine steps first). A variant runs with at
     most the current number of steps, so one that would take longer stops
-    early. With a ``baseline`` (the fixed engine), a variant is kept only if
-    the baseline passes it: the reproduction stays one of *these* bugs, not
-    of something the fixes share.
+    early. With a ``baseline`` (the fixed engine), the result is one the
+    baseline passes: the reproduction stays one of *these* bugs, not of
+    something the fixes share. ``runs`` counts engine runs made (memo hits
+    are free); the final baseline check may pass ``max_runs`` by the runs it
+    needs.
     """
     kind = failure_kind(verdict)
     assert kind is not None, "shrink() needs a failing workload"
     t0 = time.perf_counter()
-    cur, cur_v, cur_r, cur_b = workload, verdict, records, baseline_verdict
-    seen = {_key(cur)}
-    runs = 0
+    memo = memo if memo is not None else RunMemo()
+    state = dict(runs=0, polish=0)
     log: list[str] = []
+    kept: list[str] = []  # what made each kept candidate (chain[1:])
+    chain: list[tuple[Workload, Verdict, list[StepRecord]]] = [(workload, verdict, records)]
+    passed: dict[str, Verdict] = {}  # the baseline's verdicts, by workload key
+    if baseline is not None and baseline_verdict is not None:
+        passed[_key(workload)] = baseline_verdict
 
     def out_of_budget() -> bool:
-        return runs >= max_runs or (time_limit is not None and time.perf_counter() - t0 > time_limit)
+        return state["runs"] >= max_runs or (time_limit is not None and time.perf_counter() - t0 > time_limit)
 
-    changed = True
-    while changed and not out_of_budget():
-        changed = False
-        for fam in range(NUM_FAMILIES):
-            # Stay in a family while it makes progress (its candidates are regenerated from the
-            # smaller workload), then move on; passes repeat until one changes nothing.
-            improved = True
-            while improved and not out_of_budget():
-                improved = False
-                for what, cand in _families(cur, cur_v, cur_r)[fam]():
-                    if out_of_budget():
-                        break
-                    k = _key(cand)
-                    if k in seen or not cand.events:
-                        continue
-                    seen.add(k)
-                    runs += 1
-                    try:
-                        v, r = run(cand, bugs, max_steps=max(1, cur_v.steps), plant=plant)
-                    except Exception:  # noqa: BLE001 - an invalid variant (e.g. a prompt the engine refuses)
-                        continue
-                    if failure_kind(v) != kind or not measure(cand, v) < measure(cur, cur_v):
-                        continue
-                    b = None
-                    if baseline is not None:
-                        runs += 1
-                        b, _ = run(cand, baseline)
-                        if not b.ok:
+    def run(w: Workload, b: BugConfig, max_steps: int = 200, p: Plant | None = None):
+        before = memo.misses
+        out = memo.run(w, b, max_steps, p)
+        state["runs"] += memo.misses - before
+        return out
+
+    def baseline_ok(w: Workload) -> Verdict:
+        k = _key(w)
+        if k not in passed:
+            passed[k], _ = run(w, baseline)
+        return passed[k]
+
+    def greedy(strict: bool) -> None:
+        seen = {_key(w) for w, _, _ in chain}
+        changed = True
+        while changed and not out_of_budget():
+            changed = False
+            for fam in range(NUM_FAMILIES):
+                # Stay in a family while it makes progress (its candidates are regenerated from the
+                # smaller workload), then move on; passes repeat until one changes nothing.
+                improved = True
+                while improved and not out_of_budget():
+                    improved = False
+                    cur, cur_v, cur_r = chain[-1]
+                    family = _families(cur, cur_v, cur_r)[fam]
+                    polish = family.__name__ in POLISH and cur_v.steps <= TARGET_STEPS
+                    for what, cand in family():
+                        if out_of_budget() or (polish and state["polish"] >= polish_runs):
+                            break
+                        k = _key(cand)
+                        if k in seen or not cand.events:
                             continue
-                    cur, cur_v, cur_r, cur_b = cand, v, r, b
-                    log.append(f"{what}: {v.steps} steps")
-                    if progress:
-                        progress(f"  shrink: {what} -> {v.steps} steps, {len(requests_in(cur))} requests")
-                    improved = changed = True
-                    break
-    return ShrinkResult(cur, cur_v, cur_r, runs, time.perf_counter() - t0, log, cur_b)
+                        seen.add(k)
+                        before = state["runs"]
+                        try:
+                            v, r = run(cand, bugs, max(1, cur_v.steps), plant)
+                        except Exception:  # noqa: BLE001 - an invalid variant (e.g. a prompt the engine refuses)
+                            state["runs"] += 1
+                            continue
+                        finally:
+                            if polish:
+                                state["polish"] += state["runs"] - before
+                        if failure_kind(v) != kind or not measure(cand, v) < measure(cur, cur_v):
+                            continue
+                        if strict and not baseline_ok(cand).ok:
+                            continue
+                        chain.append((cand, v, r))
+                        kept.append(what)
+                        log.append(f"{what}: {v.steps} steps")
+                        if progress:
+                            progress(f"  shrink: {what} -> {v.steps} steps, {len(requests_in(cand))} requests")
+                        improved = changed = True
+                        break
+
+    greedy(strict=False)
+    if baseline is not None:
+        # The baseline once, on the final candidate; else the newest kept candidate it passes (the
+        # found workload passed it: that was the hunt's control run), and shrink on from there,
+        # checking it at every step.
+        fell_back = False
+        while len(chain) > 1 and not baseline_ok(chain[-1][0]).ok:
+            chain.pop()
+            undone = kept.pop()
+            log.append(f"(the fixed engine fails the result of {undone}: back to {chain[-1][1].steps} steps)")
+            fell_back = True
+            if progress:
+                progress(f"  shrink: the fixed engine fails the result of {undone}; back one candidate")
+        if fell_back and not out_of_budget():
+            greedy(strict=True)
+    cur, cur_v, cur_r = chain[-1]
+    cur_b = baseline_ok(cur) if baseline is not None else None
+    return ShrinkResult(cur, cur_v, cur_r, state["runs"], time.perf_counter() - t0, log, cur_b)
 
 
-__all__ = ["NUM_FAMILIES", "ShrinkResult", "requests_in", "drop_one_at_a_time", "measure", "shrink"]
+__all__ = ["NUM_FAMILIES", "POLISH_RUNS", "TARGET_STEPS", "ShrinkResult", "requests_in", "drop_one_at_a_time", "measure", "shrink"]
