@@ -410,8 +410,10 @@ def _legend_handles(A, nb, with_before, with_reference, owners, row_requests, be
     if row_requests is not None:
         handles.append(legend_patch("stored by a row that does not own it", "none", edge=PALETTE["purple"], lw=2.2,
                                     linestyle="--"))
-    handles.append(legend_patch("▼ rows that loaded it", "none", edge="none"))
-    handles.append(legend_patch("▲ rows that stored it", "none", edge="none"))
+    if A["reads"]:
+        handles.append(legend_patch("▼ rows that loaded it", "none", edge="none"))
+    if A["writes"]:
+        handles.append(legend_patch("▲ rows that stored it", "none", edge="none"))
     if owners:
         handles.append(legend_patch("italic: the slot's request", "none", edge="none"))
     return handles
