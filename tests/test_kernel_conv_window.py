@@ -35,16 +35,18 @@ CASES = [
 ]
 
 
-def _run(path_window: bool, monkeypatch, pool, args):
+def _run(path_window: bool, monkeypatch, pool, args, preload: bool = False):
     monkeypatch.setattr(conv_mod, "WINDOW_KERNEL", path_window)
+    monkeypatch.setattr(conv_mod, "WINDOW_PRELOAD_X", preload)
     out = poison_(torch.empty_like(args["x"]))
     causal_conv1d_update(conv_state=pool, out=out, **args)
     return out
 
 
+@pytest.mark.parametrize("preload", [False, True], ids=["x-per-token", "x-preloaded"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("width,tokens,spec", CASES)
-def test_window_kernel_equals_general_kernel(width, tokens, spec, dtype, monkeypatch):
+def test_window_kernel_equals_general_kernel(width, tokens, spec, dtype, preload, monkeypatch):
     gen = torch.Generator().manual_seed(width * 100 + (tokens if isinstance(tokens, int) else len(tokens)) + spec)
     dim = 37
     batch = 6
@@ -71,7 +73,7 @@ def test_window_kernel_equals_general_kernel(width, tokens, spec, dtype, monkeyp
     bias = torch.randn(dim, generator=gen).to(dtype).to(DEVICE)
     args = dict(x=x, weight=weight, bias=bias, activation="silu", conv_state_indices=idx, **extra)
 
-    out_w = _run(True, monkeypatch, pool, args)
+    out_w = _run(True, monkeypatch, pool, args, preload)
     out_g = _run(False, monkeypatch, twin, args)
     assert not torch.isnan(out_w).any() and not torch.isnan(out_g).any(), "an output element was not written"
     assert torch.equal(pool._base.view(torch.uint8), twin._base.view(torch.uint8)), "the pools differ"

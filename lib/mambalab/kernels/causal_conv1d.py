@@ -225,6 +225,7 @@ WINDOW_BLOCK_N = 256
 WINDOW_WARPS = 4
 WINDOW_PDL_MODE = 2
 WINDOW_PDL_MAX_BATCH = 1 << 30
+WINDOW_PRELOAD_X = False  # rows of up to 4 tokens: every token loaded with the history (before any store)
 
 
 # The decode kernel's rule (see decode_launch_config): bytes of each state
@@ -489,7 +490,7 @@ def causal_conv1d_update(
         pdl = _pdl_opts(batch, device, WINDOW_PDL_MAX_BATCH)
         if pdl:
             pdl["USE_PDL"] = WINDOW_PDL_MODE
-        kernel_opts = dict(kernel=_causal_conv1d_window_kernel, **pdl)
+        kernel_opts = dict(kernel=_causal_conv1d_window_kernel, PRELOAD_X=WINDOW_PRELOAD_X and max_t <= 4, **pdl)
     else:
         block_n, num_warps = launch_config(dim, batch, conv_state.dtype, device)
         kernel_opts = dict(kernel=_causal_conv1d_update_kernel, NP2_U=triton.next_power_of_2(width - 1 + max_t),

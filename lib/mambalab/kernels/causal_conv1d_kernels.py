@@ -230,6 +230,7 @@ def _causal_conv1d_window_kernel(
     GUARD: tl.constexpr,
     BLOCK_N: tl.constexpr,
     USE_PDL: tl.constexpr = 0,  # 0 off; 1 let the next launch start at once; 2 after the state is written
+    PRELOAD_X: tl.constexpr = False,  # (MAX_T <= 4) the tokens loaded with the history, before any store
 ):
     """Few tokens a row (speculative decoding, short varlen rows), width 2 to 4: the general kernel's
     results without its register tile.
@@ -309,6 +310,19 @@ def _causal_conv1d_window_kernel(
             acc0 = tl.load(bias_ptr + chans * stride_bias, mask=chan_ok, other=0.0).to(tl.float32)
         else:
             acc0 = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        if PRELOAD_X:
+            # every token's load issued now: a token's load placed after the stores of the one before
+            # waits for that token's data first (a memory round trip per token)
+            x0 = tl.load(x_row, mask=chan_ok & (0 < seqlen), other=0.0)
+            x1 = x0
+            x2 = x0
+            x3 = x0
+            if MAX_T > 1:
+                x1 = tl.load(x_row + stride_x_tok, mask=chan_ok & (1 < seqlen), other=0.0)
+            if MAX_T > 2:
+                x2 = tl.load(x_row + 2 * stride_x_tok, mask=chan_ok & (2 < seqlen), other=0.0)
+            if MAX_T > 3:
+                x3 = tl.load(x_row + 3 * stride_x_tok, mask=chan_ok & (3 < seqlen), other=0.0)
         # -- in place: no store to the slot before every load of it -----------
         tl.debug_barrier()
         if IS_SPEC:
@@ -322,7 +336,17 @@ def _causal_conv1d_window_kernel(
             tl.extra.cuda.gdc_launch_dependents()
         for t in tl.static_range(MAX_T):
             tok_ok = t < seqlen
-            xv = tl.load(x_row + t * stride_x_tok, mask=chan_ok & tok_ok, other=0.0)
+            if PRELOAD_X:
+                if t == 0:
+                    xv = x0
+                elif t == 1:
+                    xv = x1
+                elif t == 2:
+                    xv = x2
+                else:
+                    xv = x3
+            else:
+                xv = tl.load(x_row + t * stride_x_tok, mask=chan_ok & tok_ok, other=0.0)
             xs = xv.to(state_ptr.dtype.element_ty)  # what the state keeps
             xf = xs.to(tl.float32)
             if IS_SPEC:
