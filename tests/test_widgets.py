@@ -20,6 +20,8 @@ from mambalab import viz
 from mambalab.lab.bugs import BugConfig
 from mambalab.widgets import SPECS, VIEWS, EngineExplorer, bug_panel, clear_caches, engine_explorer, panel_ids
 from mambalab.widgets import pad_minus_one, spec_slots, stale_is_prefilling, stale_rows, guard_lt_zero
+from mambalab.widgets import move_row_stale_source, single_token_extend, zero_accepted
+from mambalab.widgets.mechanism import clear_row_grid, guard_grid
 
 
 def pixels(png: bytes) -> np.ndarray:
@@ -48,8 +50,11 @@ def _nothing_printed(capsys):
 @pytest.mark.parametrize("module, scenario", [
     (pad_minus_one, scenarios.pad_minus_one), (stale_rows, scenarios.stale_rows),
     (guard_lt_zero, scenarios.guard_lt_zero), (spec_slots, scenarios.spec_slots),
-    (stale_is_prefilling, scenarios.stale_is_prefilling)],
-    ids=["pad-minus-one", "stale-rows", "guard-lt-zero", "spec-slots", "stale-is-prefilling"])
+    (stale_is_prefilling, scenarios.stale_is_prefilling),
+    (single_token_extend, scenarios.single_token_extend), (move_row_stale_source, scenarios.move_row_stale_source),
+    (zero_accepted, scenarios.zero_accepted)],
+    ids=["pad-minus-one", "stale-rows", "guard-lt-zero", "spec-slots", "stale-is-prefilling", "single-token-extend",
+         "move-row-stale-source", "zero-accepted"])
 def test_the_panel_builds_the_scenario_and_its_knobs_are_its_arguments(module, scenario):
     import inspect
 
@@ -64,7 +69,7 @@ def test_the_panel_builds_the_scenario_and_its_knobs_are_its_arguments(module, s
 
 
 def test_every_catalogue_id_has_a_panel():
-    assert set(SPECS) >= {"pad-minus-one", "stale-rows", "guard-lt-zero", "spec-slots", "stale-is-prefilling"}
+    assert set(SPECS) == {b.split("/")[0] for b in panel_ids()}  # every catalogue bug has its own panel spec
     covered = {"pad-minus-one", "stale-rows", "guard-lt-zero", "spec-slots", "stale-is-prefilling",
                "spec-slots/gather"}  # each has its own test below
     for bug in [b for b in panel_ids() if b not in covered]:
@@ -278,3 +283,46 @@ def test_engine_explorer_knobs_share_one_label_column():
     assert all(column >= 7.5 * len(w.description) for w in p.knob_widgets.values())
     sliders = [w for w in p.knob_widgets.values() if hasattr(w, "readout_format") or type(w).__name__ == "IntSlider"]
     assert len({w.layout.width for w in sliders}) == 1  # and the slider tracks are as long
+
+
+# -- mechanism panels: the halves of a fix as toggles ---------------------------------------------------
+
+
+@pytest.mark.cpu_only(reason="the guard is planted as Python inside the kernels (Triton's interpreter)")
+def test_guard_grid_pad_and_guard_toggles_flip_the_verdict_and_the_drawing():
+    g = guard_grid()
+    assert (g.row_toggle.value, g.col_toggle.value) == (-1, "NONE")
+    assert "✗ FAILS" in g.verdict.value and "ILLEGAL MEMORY ACCESS" in g.verdict.value
+    assert "illegal access before the pool" in g.note.value
+    trusting = pixels(g.image.value)
+    g.col_toggle.value = "NULL"  # the guard of #39064 holds with -1 padding too
+    assert "✓ OK" in g.verdict.value and "null block 0 untouched" in g.note.value
+    assert not np.array_equal(trusting, pixels(g.image.value))
+    g.row_toggle.value = 0
+    g.col_toggle.value = "NEGATIVE"  # the window between #35431 and #39064
+    assert "✗ FAILS" in g.verdict.value and "null block 0 written" in g.note.value
+    g.col_toggle.value = "EQ_NULL"  # vLLM's Mamba kernels: safe with 0, not with -1
+    assert "✓ OK" in g.verdict.value
+    assert "0 (NULL_BLOCK_ID, since #35431) × != null (vLLM's Mamba kernels): ✓ OK" in g.grid_text()
+    assert "✓ OK" in g.table.value and "·" in g.table.value  # the combinations not yet run
+    g.fill()
+    ok = [line for line in g.grid_text().splitlines() if line.endswith("✓ OK")]
+    assert len(g.grid_text().splitlines()) == 8 and len(ok) == 3 and "·" not in g.table.value
+    assert "text/plain" in g._repr_mimebundle_()
+
+
+def test_clear_row_grid_shows_both_halves_of_37728_and_the_reviews_question():
+    c = clear_row_grid()
+    assert (c.row_toggle.value, c.col_toggle.value) == ("none", False)
+    assert "✗ FAILS" in c.verdict.value and "request D (rank 1)" in c.verdict.value
+    assert "row 0 is stale: it points at block 1" in c.note.value
+    c.row_toggle.value = "cpu"  # half the fix: the device copy still holds A's blocks
+    assert "✗ FAILS" in c.verdict.value and "device copy; the CPU row was cleared" in c.note.value
+    c.col_toggle.value = True  # the merged fix
+    assert "✓ OK" in c.verdict.value and "all rows consistent" in c.note.value
+    c.fill()
+    text = c.grid_text()
+    assert "device row (the review's question) × dummy run commits nothing (pre-fix): ✓ OK" in text
+    # writing the device row and then committing copies the stale CPU row back
+    assert "device row (the review's question) × dummy run commits its rows (#37728): ✗ FAILS" in text
+    assert "not cleared (pre-fix) × dummy run commits its rows (#37728): ✗ FAILS" in text

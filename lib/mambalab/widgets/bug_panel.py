@@ -20,14 +20,16 @@ import ipywidgets as widgets
 from mambalab.lab import scenarios
 from mambalab.lab.bugs import BUGS, BugConfig
 from mambalab.lab.scenarios import valid_bug_ids
-from mambalab.widgets import guard_lt_zero, pad_minus_one, spec_slots, stale_is_prefilling, stale_rows
+from mambalab.widgets import (guard_lt_zero, move_row_stale_source, pad_minus_one, single_token_extend, spec_slots,
+                              stale_is_prefilling, stale_rows, zero_accepted)
 from mambalab.widgets.panel import Panel, Settings
 from mambalab.widgets.session import Session
 from mambalab.widgets.bug_spec import SEED, BugSpec
 from mambalab.widgets.controls import esc
 
 SPECS: dict[str, BugSpec] = {m.SPEC.bug: m.SPEC for m in (pad_minus_one, stale_rows, guard_lt_zero, spec_slots,
-                                                          stale_is_prefilling)}
+                                                          stale_is_prefilling, single_token_extend,
+                                                          move_row_stale_source, zero_accepted)}
 
 
 def spec_for(bug: str) -> BugSpec:

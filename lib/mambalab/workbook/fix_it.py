@@ -167,8 +167,12 @@ def spec_gather_plants(spec_source_slots: Callable) -> list[Plant]:
 
 def run_planted(bug: str, seed: int, plants: list[Plant], max_steps: int = 200) -> tuple[Verdict, list]:
     """``bug``'s scenario with the bug on and ``plants`` active while the engine runs; judged without them."""
-    workload = scenario_for(bug)(seed)
-    bugs = BugConfig.with_bugs(bug)
+    return run_workload_planted(scenario_for(bug)(seed), BugConfig.with_bugs(bug), plants, max_steps)
+
+
+def run_workload_planted(workload, bugs: BugConfig, plants: list[Plant], max_steps: int = 200) -> tuple[Verdict, list]:
+    """Any workload under ``bugs`` with ``plants`` active while the engine runs (start-up included); the
+    per-request reference judges it after the plants are gone."""
     with contextlib.ExitStack() as stack:
         for p in plants:
             stack.enter_context(p)
@@ -312,5 +316,5 @@ FIXES: dict[str, FixIt] = {f.id: f for f in [
 ]}
 
 
-__all__ = ["FIXES", "FixIt", "FixResult", "LearnerError", "check_fix", "reveal_fix", "run_planted",
+__all__ = ["FIXES", "FixIt", "FixResult", "LearnerError", "check_fix", "reveal_fix", "run_planted", "run_workload_planted",
            "guard_plants", "stale_rows_plants", "is_prefilling_plants", "spec_gather_plants"]

@@ -1,0 +1,282 @@
+"""Mechanism panels: the two halves of a fix as separate toggles, each combination run through the real engine.
+
+* :func:`guard_grid` (notebook 01): the runner's pad value (``-1`` before #35431,
+  ``0`` after) × the kernels' guard (``GuardMode``: trusting, ``!= null`` as
+  vLLM's Mamba kernels, ``>= 0`` as the FLA kernels before #39064, ``> null``
+  as after). The guard is planted in every state kernel
+  (:func:`mambalab.workbook.fix_it.guard_plants`), so it needs Triton's
+  interpreter; the pad value comes from the bug configuration.
+* :func:`clear_row_grid` (notebook 02): what ``clear_row`` clears on removal
+  (nothing, the CPU row as merged in #37728, the device row as the review
+  asked, both) × whether the dummy run commits the block table
+  (:func:`mambalab.workbook.fix_it.stale_rows_plants`).
+
+Each change replays the chapter's scenario under the chosen combination and
+says its verdict; a drawing shows the mechanism (one kernel launch's access
+map, the idle rank's block table at its first dummy step). "Fill the grid"
+runs every combination into a table. Callbacks are plain methods, tested
+headless (``tests/test_widgets.py``).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from typing import Callable
+
+import ipywidgets as widgets
+
+from mambalab.device import DEVICE_TYPE
+from mambalab.lab.bugs import BugConfig
+from mambalab.lab.scenarios import guard_lt_zero, stale_rows
+from mambalab.lab.verdict import Verdict
+
+GUARDS: dict[str, tuple[str, Callable]] = {
+    "NONE": ("trusting (no check)", lambda idx, null: idx == idx),
+    "EQ_NULL": ("!= null (vLLM's Mamba kernels)", lambda idx, null: idx != null),
+    "NEGATIVE": (">= 0 (FLA before #39064)", lambda idx, null: idx >= 0),
+    "NULL": ("> null (FLA since #39064)", lambda idx, null: idx > null),
+}
+PADS = {-1: "-1 (PAD_SLOT_ID, before #35431)", 0: "0 (NULL_BLOCK_ID, since #35431)"}
+
+
+def _clear_cpu(table, row):
+    n = int(table.num_blocks_per_row[row])
+    table.block_table.np[row, :n] = 0
+    table.num_blocks_per_row[row] = 0
+
+
+def _clear_device(table, row):
+    table.block_table.gpu[row] = 0
+
+
+def _clear_both(table, row):
+    _clear_cpu(table, row)
+    _clear_device(table, row)
+
+
+CLEARS: dict[str, tuple[str, Callable]] = {
+    "none": ("not cleared (pre-fix)", lambda table, row: None),
+    "cpu": ("CPU row (merged #37728)", _clear_cpu),
+    "device": ("device row (the review's question)", _clear_device),
+    "both": ("CPU and device rows", _clear_both),
+}
+COMMITS = {False: "dummy run commits nothing (pre-fix)", True: "dummy run commits its rows (#37728)"}
+
+
+def _png(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _mark(v: Verdict) -> str:
+    return "✓ OK" if v.ok else "✗ FAILS"
+
+
+class _Grid:
+    """Two toggle rows, a verdict line, a drawing and a table of every combination run so far."""
+
+    title = ""
+    rows: dict = {}
+    cols: dict = {}
+    row_label = col_label = ""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self._cache: dict[tuple, tuple[Verdict, bytes | None, str]] = {}
+        self._verdicts: dict[tuple, Verdict] = {}
+        self.row_toggle = widgets.ToggleButtons(options=[(v, k) for k, v in self.rows.items()],
+                                                description=self.row_label, style={"description_width": "initial"})
+        self.col_toggle = widgets.ToggleButtons(options=[(v, k) for k, v in self.cols.items()],
+                                                description=self.col_label, style={"description_width": "initial"})
+        self.fill_button = widgets.Button(description="Fill the grid", tooltip="run every combination")
+        self.verdict = widgets.HTML()
+        self.note = widgets.HTML()
+        self.image = widgets.Image(format="png")
+        self.table = widgets.HTML()
+        self.widget = widgets.VBox([widgets.HTML(self.title), self.row_toggle, self.col_toggle, self.fill_button,
+                                    self.verdict, self.note, self.image, self.table],
+                                   layout=widgets.Layout(width="100%", max_width="1000px"))
+        for w, role in ((self.widget, "mechanism-panel"), (self.row_toggle, "mechanism-row"),
+                        (self.col_toggle, "mechanism-col"), (self.verdict, "verdict"), (self.table, "grid")):
+            w.add_class(f"mambalab-{role}")
+        self.row_toggle.observe(lambda _c: self.update(), names="value")
+        self.col_toggle.observe(lambda _c: self.update(), names="value")
+        self.fill_button.on_click(lambda _b: self.fill())
+        self.update()
+
+    def _repr_mimebundle_(self, **kwargs):
+        data = self.widget._repr_mimebundle_(**kwargs)
+        data["text/plain"] = "(an interactive panel: run this cell in Jupyter to open it)"
+        return data
+
+    # -- to provide --------------------------------------------------------------------------------
+    def run(self, row, col) -> tuple[Verdict, bytes | None, str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- callbacks ---------------------------------------------------------------------------------
+    def result(self, row, col) -> tuple[Verdict, bytes | None, str]:
+        key = (row, col)
+        if key not in self._cache:
+            self._cache[key] = self.run(row, col)
+        return self._cache[key]
+
+    def update(self) -> None:
+        row, col = self.row_toggle.value, self.col_toggle.value
+        v, png, note = self.result(row, col)
+        colour = "#1a7f37" if v.ok else "#b42318"
+        self.verdict.value = (f"<div style='font-size:14px'><b style='color:{colour}'>{_mark(v)}</b> "
+                              f"{html.escape(v.summary())}</div>")
+        self.note.value = f"<div style='font-size:13px'>{html.escape(note)}</div>"
+        if png is not None:
+            self.image.value = png
+        self.table.value = self.table_html()
+
+    def verdict_of(self, row, col) -> Verdict:
+        """The combination's verdict alone (no drawing): what "Fill the grid" runs."""
+        got = self._cache.get((row, col))
+        if got is not None:
+            return got[0]
+        if (row, col) not in self._verdicts:
+            self._verdicts[(row, col)] = self.run_verdict(row, col)
+        return self._verdicts[(row, col)]
+
+    def run_verdict(self, row, col) -> Verdict:
+        return self.result(row, col)[0]
+
+    def fill(self) -> None:
+        for r in self.rows:
+            for c in self.cols:
+                self.verdict_of(r, c)
+        self.table.value = self.table_html()
+
+    def table_html(self) -> str:
+        head = "".join(f"<th style='padding:2px 8px'>{html.escape(self.cols[c])}</th>" for c in self.cols)
+        body = []
+        for r in self.rows:
+            cells = []
+            for c in self.cols:
+                v = self._known(r, c)
+                word = "·" if v is None else _mark(v)
+                cells.append(f"<td style='padding:2px 8px;text-align:center'>{word}</td>")
+            body.append(f"<tr><th style='padding:2px 8px;text-align:left'>{html.escape(self.rows[r])}</th>"
+                        f"{''.join(cells)}</tr>")
+        return f"<table style='font-size:13px'><tr><th></th>{head}</tr>{''.join(body)}</table>"
+
+    def _known(self, row, col) -> Verdict | None:
+        got = self._cache.get((row, col))
+        return got[0] if got is not None else self._verdicts.get((row, col))
+
+    def grid_text(self) -> str:
+        """The table as text (filled cells only): for tests and screenshots' captions."""
+        lines = []
+        for r in self.rows:
+            for c in self.cols:
+                v = self._known(r, c)
+                if v is not None:
+                    lines.append(f"{self.rows[r]} × {self.cols[c]}: {_mark(v)}")
+        return "\n".join(lines)
+
+
+class GuardGrid(_Grid):
+    """Notebook 01: pad value × kernel guard."""
+
+    title = ("<b>Pad value × guard.</b> Two changes fixed #35431 and #39064: the value the runner pads block tables "
+             "with, and the test each kernel applies to a state index. Pick one of each; the scenario of "
+             "<code>guard-lt-zero</code> (3 requests decoding in a FULL graph padded to 4 rows, one more arriving "
+             "later) runs with that guard planted in every state kernel. The drawing is one SSU launch with "
+             "indices [3, 5, 2, pad].")
+    rows, cols = PADS, {k: v[0] for k, v in GUARDS.items()}
+    row_label, col_label = "pad value", "kernel guard"
+
+    def run_verdict(self, pad, guard) -> Verdict:
+        from mambalab.workbook.fix_it import guard_plants, run_workload_planted
+
+        if DEVICE_TYPE != "cpu":
+            return Verdict(ok=False, notes=["needs Triton's interpreter"])
+        bugs = BugConfig.with_bugs("pad-minus-one") if pad == -1 else BugConfig()
+        return run_workload_planted(guard_lt_zero(self.seed), bugs, guard_plants(GUARDS[guard][1]))[0]
+
+    def run(self, pad, guard):
+        from mambalab.workbook.fix_it import guard_plants, run_workload_planted
+        from mambalab.workbook.kernel_launch import launch_ssu
+
+        if DEVICE_TYPE != "cpu":
+            v = Verdict(ok=False, notes=["needs Triton's interpreter"])
+            return v, None, "The guard is planted as Python inside the kernels: run with MAMBALAB_DEVICE=cpu."
+        bugs = BugConfig.with_bugs("pad-minus-one") if pad == -1 else BugConfig()
+        fn = GUARDS[guard][1]
+        verdict, _ = run_workload_planted(guard_lt_zero(self.seed), bugs, guard_plants(fn))
+        plants = guard_plants(fn)
+        for p in plants:
+            p.__enter__()
+        try:
+            launch = launch_ssu([3, 5, 2, pad], bugs)
+        finally:
+            for p in reversed(plants):
+                p.__exit__(None, None, None)
+        fig = launch.draw_access_map()
+        note = ("one SSU launch: " + ("illegal access before the pool" if launch.error is not None else
+                "null block 0 " + ("written" if not bool((launch.state[0] == 0).all()) else "untouched")))
+        return verdict, _png(fig), note
+
+
+class ClearRowGrid(_Grid):
+    """Notebook 02: what clear_row clears × whether the dummy run commits."""
+
+    title = ("<b>clear_row × commit.</b> #37728 has two halves: clear a finished request's block-table row, and "
+             "commit the block table in the dummy run. The review asked whether <code>clear_row</code> should "
+             "write the device copy directly; the merged code clears the CPU row and commits. Pick one of each; "
+             "the <code>stale-rows</code> scenario (DP 2, rank 1 idles, then D reuses A's cached block) runs with "
+             "them. The drawing is rank 1's block table at step 3, its first dummy run.")
+    rows, cols = {k: v[0] for k, v in CLEARS.items()}, COMMITS
+    row_label, col_label = "clear_row clears", "dummy run"
+
+    @staticmethod
+    def _plants(clear, commit):
+        from mambalab.workbook.fix_it import stale_rows_plants
+
+        def committing(block_table, num_reqs):
+            if commit:
+                block_table.commit_block_table(num_reqs)
+
+        return stale_rows_plants(CLEARS[clear][1], committing)
+
+    def run_verdict(self, clear, commit) -> Verdict:
+        from mambalab.workbook.fix_it import run_workload_planted
+
+        return run_workload_planted(stale_rows(self.seed), BugConfig.with_bugs("stale-rows"),
+                                    self._plants(clear, commit))[0]
+
+    def run(self, clear, commit):
+        from mambalab.workbook.tracer import trace
+
+        plants = self._plants(clear, commit)
+        for p in plants:
+            p.__enter__()
+        try:
+            t = trace(stale_rows(self.seed), bugs=BugConfig.with_bugs("stale-rows"), at=[3], record_access=False)
+        finally:
+            for p in reversed(plants):
+                p.__exit__(None, None, None)
+        fig = t.draw_block_table(3, rank=1)
+        from mambalab.workbook.display import figure_title
+
+        return t.verdict, _png(fig), f"rank 1, step 3: {figure_title(fig)}"
+
+
+def guard_grid(seed: int = 0) -> GuardGrid:
+    """Notebook 01's panel: pad value × kernel guard, each combination replayed."""
+    return GuardGrid(seed)
+
+
+def clear_row_grid(seed: int = 0) -> ClearRowGrid:
+    """Notebook 02's panel: what clear_row clears × the dummy run's commit, each combination replayed."""
+    return ClearRowGrid(seed)
+
+
+__all__ = ["GuardGrid", "ClearRowGrid", "guard_grid", "clear_row_grid", "GUARDS", "CLEARS"]
