@@ -94,3 +94,72 @@ def test_engine_runs_without_overflow_asserts_and_restores_them():
     eng.run()
     assert seen and not any(seen)
     assert b.options.sanitize_overflow == before
+
+
+def _pools_equal(a, b):
+    import torch
+
+    return all(torch.equal(a[k].nan_to_num(7.0), b[k].nan_to_num(7.0)) for k in a)
+
+
+def test_cpu_captures_are_memoised_per_engine_content():
+    """Under the interpreter a second engine of the same configuration reuses the first one's
+    captures: the same pools and graph outputs as a real capture, in its own tensors."""
+    import torch
+
+    from mambalab.device import INTERPRET
+    from mambalab.engine.core import Engine, EngineConfig
+    from mambalab.worker import cuda_graph
+    from mambalab.worker.model_runner import RunnerConfig
+
+    if not INTERPRET:
+        pytest.skip("the CPU's captures")
+    memo = cuda_graph._MEMO
+    cfg = EngineConfig(RunnerConfig(max_num_seqs=4, num_speculative_tokens=1), data_parallel_size=2, model_seed=11)
+    memo.enabled = False
+    try:
+        plain = Engine(cfg)
+    finally:
+        memo.enabled = True
+    first = Engine(cfg)
+    hits = memo.hits
+    second = Engine(cfg)
+    assert memo.hits == hits + sum(len(r.runner.graphs) for r in second.ranks) > hits
+    for p, f, s in zip(plain.ranks, first.ranks, second.ranks):
+        assert _pools_equal(p.runner.state.pools, s.runner.state.pools)
+        assert _pools_equal(f.runner.state.pools, s.runner.state.pools)
+        for size, g in s.runner.graphs.items():
+            assert torch.equal(g.output, p.runner.graphs[size].output)
+            assert g.output.data_ptr() != f.runner.graphs[size].output.data_ptr()  # nothing shared
+        assert s.runner.state.pools["mamba_ssm"].data_ptr() != f.runner.state.pools["mamba_ssm"].data_ptr()
+
+
+def test_a_patched_function_or_a_capture_crash_is_never_answered_from_the_memo(monkeypatch):
+    from mambalab.device import INTERPRET
+    from mambalab.engine.core import Engine, EngineConfig
+    from mambalab.lab.bugs import BugConfig
+    from mambalab.lab.scenarios import run_workload, zero_accepted
+    from mambalab.model import tiny_hybrid
+    from mambalab.worker import cuda_graph
+    from mambalab.worker.model_runner import RunnerConfig
+
+    if not INTERPRET:
+        pytest.skip("the CPU's captures")
+    cfg = EngineConfig(RunnerConfig(max_num_seqs=2), model_seed=12)
+    Engine(cfg)
+    calls = []
+    orig = tiny_hybrid.TinyHybridModel.forward_decode
+
+    def patched(self, *a, **k):
+        calls.append(1)
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(tiny_hybrid.TinyHybridModel, "forward_decode", patched)
+    Engine(cfg)
+    assert calls, "a patched method must run at capture, not be answered by the memo"
+    monkeypatch.undo()
+    # a capture that the sanitizer stops (zero-accepted: the GDN kernel reads column -1) stops every time
+    for _ in range(2):
+        v, _ = run_workload(zero_accepted(0), BugConfig.with_bugs("zero-accepted"))
+        assert v.crash is not None and v.crash.kind == "startup" and v.crash.illegal is not None
+    assert cuda_graph._MEMO.enabled
