@@ -679,3 +679,16 @@ def test_timeline_hatches_padding_apart_from_past_the_end_and_names_the_step_axi
     assert len(labels) == len(set(labels))
     assert "past the reference's end" in labels and "CUDA-graph padded rows (count)" in labels
     assert "mismatch (top: got, bottom: expected)" not in labels  # nothing diverges: no entry for it
+
+
+def test_titles_carry_one_finding():
+    from mambalab.viz._common import ERROR, WARNING, Finding, title_from
+
+    found = [Finding(WARNING, "b", 1), Finding(ERROR, "a", 5), Finding(ERROR, "c", 9)]
+    assert title_from(found, "ok") == "a (+2 more problems)"
+    assert title_from(found[:2], "ok") == "a (+1 more problem)"
+    fig = viz.draw_timeline({"r0": [1, 2, 3], "r1": [4, 5, 6]}, {"r0": [1, 9, 9], "r1": [4, 5, 7]})
+    title = fig.axes[0].get_title(loc="left")
+    assert "also" not in title and "r1" not in title.split("(")[0]
+    assert " ".join(title.split()) == ("r0 diverges at output position 1: got 9, expected 2 (only token 9 from there on) "
+                                       "(2 of 2 requests diverge)")

@@ -56,18 +56,21 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
 
 
 def title_from(findings: Sequence[Finding], ok_text: str, with_info: bool = True) -> str:
-    """The most severe finding, the next one, and how many more; ``ok_text`` when none is a problem."""
+    """One finding: the most severe (and how many more problems there are); ``ok_text`` when none is a problem.
+
+    A title carries one finding so that it reads as a sentence; the rest are in ``describe_*``.
+    """
     ordered = sort_findings(findings)
     problems = [f for f in ordered if f.level < INFO]
     if not problems:
         infos = [f.text for f in ordered if f.level == INFO]
         return ok_text + (f" ({infos[0]})" if infos and with_info else "")
-    title = problems[0].text
-    if len(problems) > 1:
-        title += "\nalso: " + problems[1].text
-        if len(problems) > 2:
-            title += f" (+{len(problems) - 2} more)"
-    return title
+    return problems[0].text + more_problems(len(problems) - 1)
+
+
+def more_problems(n: int) -> str:
+    """`` (+N more problems)`` after a title's one finding, or nothing."""
+    return f" (+{n} more problem{'s' if n != 1 else ''})" if n > 0 else ""
 
 
 def ranges(values: Iterable[int]) -> str:

@@ -42,6 +42,7 @@ from mambalab.viz._common import (
     short_int,
     sort_findings,
     title_from,
+    more_problems,
     to_numpy,
 )
 
@@ -199,9 +200,7 @@ def analyse_metadata(common_attn_metadata, mamba_metadata=None, *, num_reqs: int
     problems = [f for f in sort_findings(F) if f.level < INFO]
     if problems and not_refreshed and problems[0].order != 1:
         title = problems[0].text + ": graph buffers NOT refreshed"
-        rest = [f for f in problems[1:] if f.order != 1]
-        if rest:
-            title += "\nalso: " + rest[0].text + (f" (+{len(rest) - 1} more)" if len(rest) > 1 else "")
+        title += more_problems(len([f for f in problems[1:] if f.order != 1]))
     return dict(P=P, n=n, qlen=qlen, seq=seq, pref=pref, split=split, nd=nd, np=np_, d=d, buf=buf,
                 refreshed=refreshed, mismatch=mismatch, extra=extra, findings=F, title=title, wcols=wcols,
                 replays=replays, dummy=is_dummy)

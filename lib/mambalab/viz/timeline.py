@@ -88,9 +88,10 @@ def analyse_timeline(expected: Mapping[str, Sequence[int]], got: Mapping[str, Se
         ok = f"{reqs[0]} matches the reference ({plural(total, 'token')} compared)"
     else:
         ok = f"all {len(reqs)} requests match the reference ({plural(total, 'token')} compared)"
+    problems = [f for f in sort_findings(F) if f.level < INFO]
     title = title_from(F, ok, with_info=False)
-    if n_div > 1:
-        title = f"{n_div} of {len(reqs)} requests diverge. " + title
+    if n_div > 1:  # one finding: the earliest divergence, with how many requests diverge
+        title = problems[0].text + f" ({n_div} of {len(reqs)} requests diverge)"
     return dict(reqs=reqs, div=div, findings=F, title=title, n_div=n_div)
 
 
