@@ -326,3 +326,32 @@ def test_clear_row_grid_shows_both_halves_of_37728_and_the_reviews_question():
     # writing the device row and then committing copies the stale CPU row back
     assert "device row (the review's question) × dummy run commits its rows (#37728): ✗ FAILS" in text
     assert "not cleared (pre-fix) × dummy run commits its rows (#37728): ✗ FAILS" in text
+
+
+# -- stored screenshots for readers without a kernel ----------------------------------------------------
+
+
+def test_every_panel_has_a_stored_screenshot_and_chapters_01_02_04_show_it_beside_the_panel():
+    import importlib.util
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("panel_screenshots", root / "scripts" / "panel_screenshots.py")
+    shots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shots)
+    assert set(SPECS) | {"guard-grid", "clear-row-grid"} == set(shots.PANELS)
+    for name in shots.PANELS:
+        png = root / "notebooks" / "figures" / f"panel-{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+    for chapter in ("01_null_block_sentinel", "02_stale_rows", "04_stale_is_prefilling"):
+        cells = json.loads((root / "notebooks" / f"{chapter}.ipynb").read_text(encoding="utf-8"))["cells"]
+        src = ["".join(c["source"]) for c in cells]
+        for i, s in enumerate(src):
+            m = re.search(r'\b(?:bug_panel\("([\w-]+)"\)|(guard_grid|clear_row_grid)\(\))', s)
+            if cells[i]["cell_type"] != "code" or not m:
+                continue
+            name = m.group(1) or m.group(2).replace("_", "-")
+            assert f"](figures/panel-{name}.png)" in src[i - 1], f"{chapter}: no screenshot before {s!r}"
+            assert "NBVAL_IGNORE_OUTPUT" in s

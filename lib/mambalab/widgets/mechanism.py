@@ -89,10 +89,11 @@ class _Grid:
         self.seed = seed
         self._cache: dict[tuple, tuple[Verdict, bytes | None, str]] = {}
         self._verdicts: dict[tuple, Verdict] = {}
+        style = {"description_width": "initial", "button_width": "auto"}
         self.row_toggle = widgets.ToggleButtons(options=[(v, k) for k, v in self.rows.items()],
-                                                description=self.row_label, style={"description_width": "initial"})
+                                                description=self.row_label, style=style)
         self.col_toggle = widgets.ToggleButtons(options=[(v, k) for k, v in self.cols.items()],
-                                                description=self.col_label, style={"description_width": "initial"})
+                                                description=self.col_label, style=style)
         self.fill_button = widgets.Button(description="Fill the grid", tooltip="run every combination")
         self.verdict = widgets.HTML()
         self.note = widgets.HTML()
