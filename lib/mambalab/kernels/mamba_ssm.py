@@ -318,9 +318,15 @@ class LaunchConfig:
 BLOCK_M_TIED = {4: 16, 2: 16}
 BLOCK_M_TIED_SMALL = {4: 4, 2: 16}
 BLOCK_M_MULTI_TOKEN = {4: 8, 2: 16}
-BLOCK_M_MULTI_TOKEN_SMALL = {4: 8, 2: 16}  # several tokens, requests x heads < SMALL_EFFECTIVE_BATCH
+# Several tokens, requests x heads < SMALL_EFFECTIVE_BATCH: measured 2 / 4 / 8 rows fp32 and 4 / 8 / 16 bf16
+# at batch 1 and 8, T = 2 and 4 (docs/results/issue14-call10-choose.txt): 4 rows win at batch 1 but lose at
+# batch 8 (fp32 4 rows: 6.41 -> 6.16 us at batch 1 T = 2, 29.9 -> 31.0 at batch 8), so the same as above.
+BLOCK_M_MULTI_TOKEN_SMALL = {4: 8, 2: 16}
 UNTIED_BLOCK_M = {4: 4, 2: 8}
-UNTIED_BLOCK_M_SMALL = {4: 4, 2: 8}  # A/dt per element, requests x heads < SMALL_EFFECTIVE_BATCH
+# A/dt per element, requests x heads < SMALL_EFFECTIVE_BATCH. fp32 2 rows: chosen on an H200 over 4 / 8
+# (batch 1: 5.25 -> 4.96 us, batch 8: 22.4 -> 23.1, vLLM 4.51 / 21.5); in the recorded bench a trade
+# (batch 1 0.86 -> 0.90x of vLLM, batch 8 0.97 -> 0.93x). bf16 8 rows (2 / 4 / 16 slower).
+UNTIED_BLOCK_M_SMALL = {4: 2, 2: 8}
 BLOCK_M_TIED_FP32_ACTIVATIONS = 8  # fp32 state and activations: 1.02x faster than 16 rows (H200, batch 64-512)
 SMALL_EFFECTIVE_BATCH = 16 * 128  # requests x heads below which fp32 takes the small tile
 NUM_WARPS = 1
