@@ -1,10 +1,12 @@
 """The Triton kernels of :func:`mambalab.kernels.causal_conv1d.causal_conv1d_update`.
 
-Two kernels, launched by that wrapper (the state convention, the guard and the launch design are described in
+Three kernels, launched by that wrapper (the state convention, the guard and the launch design are described in
 :mod:`mambalab.kernels.causal_conv1d`):
 
 * :func:`_causal_conv1d_update_kernel`, the general kernel: speculative decoding (``num_accepted_tokens``),
   varlen rows (``query_start_loc``) and several tokens a row; one program per (row, block of channels).
+* :func:`_causal_conv1d_window_kernel`, the same results for width 2 to 4 and few tokens a row (speculative
+  decoding): no register tile, the window slides through registers.
 * :func:`_causal_conv1d_decode_kernel`, the plain decode step (one token a row, width 2 to 4): ``ROWS``
   requests per program.
 """
@@ -235,8 +237,8 @@ def _causal_conv1d_window_kernel(
     """Few tokens a row (speculative decoding, short varlen rows), width 2 to 4: the general kernel's
     results without its register tile.
 
-    Every load is issued first (the ``WIDTH - 1`` history columns from ``off``, the row's tokens, the
-    taps), one ``[BLOCK_N]`` vector each; the window slides through registers (``c0 c1 c2``, as upstream's
+    Every load is issued first (the ``WIDTH - 1`` history columns from ``off``, the taps, and with
+    ``PRELOAD_X`` the row's tokens), one ``[BLOCK_N]`` vector each; the window slides through registers (``c0 c1 c2``, as upstream's
     kernel); the new state is written from those registers: under speculation columns ``[0, HIST - 1)``
     get ``h1 ..`` and column ``HIST - 1 + t`` token ``t``, otherwise the last ``HIST`` window entries.
     Every vector has the same layout, so each element is read and written by the same thread; a barrier
