@@ -367,7 +367,11 @@ def _slot_cell(a, x, yc, s, A, nb, cmap, norm, with_before: bool, fs, unit_pt) -
         bv = A["before_vals"]
         b = bv[s] if bv is not None and s < len(bv) else None
         txt = f"{b:.2g}→{v:.2g}" if b is not None and np.isfinite(b) else f"→{v:.2g}"
-        cell(a, x, yc, to_hex(face), text=txt, fontsize=fs, textcolor=_ink(face), fit_pt=unit_pt)
+        delta = f"Δ {d:.2g}" if np.isfinite(d) else "Δ NaN"
+        cell(a, x, yc, to_hex(face))
+        size = max(4.5, min(fs, 0.9 * unit_pt / (0.62 * max(len(txt), len(delta)))))
+        a.text(x, yc - 0.17, txt, ha="center", va="center", fontsize=size, color=_ink(face), zorder=3)
+        a.text(x, yc + 0.2, delta, ha="center", va="center", fontsize=size - 0.5, color=_ink(face), zorder=3)
         return
     if v == 0:
         cell(a, x, yc, PALETTE["light"] if s == nb else PALETTE["white"], text="0", fontsize=fs,
@@ -395,7 +399,8 @@ def _legend_handles(A, nb, with_before, with_reference, owners, row_requests, be
     """One handle per meaning, and only the meanings this drawing uses."""
     handles = []
     if with_before:
-        handles.append(legend_patch(f"colour: |change| {before_label}; text: before→after", to_hex(_CHANGE(0.6))))
+        handles.append(legend_patch(f"colour: |change| {before_label}; text: |state| before→after, Δ |change|",
+                                    to_hex(_CHANGE(0.6))))
         handles.append(legend_patch("unchanged", PALETTE["white"], edge="#BBBBBB"))
     else:
         handles.append(legend_patch("colour: |state| (text: L2 norm)", to_hex(_STATE(0.6))))
