@@ -8,8 +8,10 @@ drawing's title is the first of them.
 
 * :func:`draw_block_table`: CPU mirror | device copy of a block table; ``-1``,
   stale rows, padded rows, uncommitted rows (#35431, #37728).
-* :func:`draw_state_pool`: one cell per slot with its readers and writers;
-  the null block written by padded rows (#39064), NaN-poisoned slots read.
+* :func:`draw_state_pool`: one cell per slot with its readers and writers
+  and a colour bar; the null block written by padded rows (#39064),
+  NaN-poisoned slots read; before → after a step, and stores by a row into
+  a slot it does not own.
 * :func:`draw_metadata`: per-row lengths, ``is_prefilling``, the Mamba split,
   the decode state slots and the CUDA-graph buffer refresh (#41873, #41233).
 * :func:`draw_access_map`: rows × slots loaded and stored by a sanitized
@@ -22,7 +24,9 @@ drawing's title is the first of them.
   speculative decoding: gather window, start column, writes (#41233).
 
 Colours are Okabe–Ito (colour-blind safe) and every problem also has a hatch
-or a frame, so nothing depends on colour alone.
+or a frame, so nothing depends on colour alone. Each legend entry has one
+meaning; a title carries one finding (the most severe) and says how many
+more problems there are.
 """
 
 from mambalab.viz._common import PALETTE, Finding, VizFigure, figure_to_array, figure_to_png
