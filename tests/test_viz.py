@@ -611,8 +611,9 @@ def test_spec_columns_mark_the_window_the_start_the_writes_and_the_missing_colum
     fig = viz.draw_spec_columns(row, anchor=2, num_accepted=2, last_scheduled=3, num_spec=1, last_computed=2,
                                 req_id="r0")
     labels = _legend_labels(fig)
-    assert len(labels) == len(set(labels)) == 5
+    assert len(labels) == len(set(labels)) == 6
     assert any("/width" in x for x in labels) and any("/gather" in x for x in labels)
+    assert "gather window (read)" in labels and "the column the kernel starts from" in labels
     save(fig, "spec_columns")
 
 

@@ -111,7 +111,7 @@ def draw_spec_columns(row: Sequence[int], *, anchor: int, num_accepted: int, las
     # write window, below
     w0, w1 = A["writes"][0], A["writes"][-1]
     for t, c in enumerate(A["writes"]):
-        a.annotate("", xy=(c, 1.2), xytext=(c, 0.52), arrowprops=dict(arrowstyle="-|>", color=orange, lw=2.2))
+        a.annotate("", xy=(c, 0.52), xytext=(c, 1.2), arrowprops=dict(arrowstyle="-|>", color=orange, lw=2.2))
         a.text(c, 1.42, f"t={t}", ha="center", va="center", fontsize=7.5, color=orange, weight="bold")
     a.text((w0 + w1) / 2, 1.78, f"writes: last_scheduled {last_scheduled} + t (state after token t)", ha="center",
            va="center", fontsize=8, color=orange)
@@ -123,16 +123,17 @@ def draw_spec_columns(row: Sequence[int], *, anchor: int, num_accepted: int, las
     ordered = sort_findings(A["findings"])
     head = f"{req_id}: " if req_id else ""
     set_title(a, title or head + ordered[0].text)
+    from matplotlib.lines import Line2D
+
     handles = [
         legend_patch("block id in the row (0: null block)", "#DCEEF8", edge="#BBBBBB"),
         legend_patch(f"last {len(A['missing'])} column(s): not in the pre-fix buffer (/width)", PALETTE["white"],
                      "//"),
-        legend_patch("gather window; arrow: the column the kernel starts from", blue, edge=blue),
-        legend_patch("write window; arrow t: state after token t", orange, edge=orange),
+        Line2D([], [], color=blue, lw=3, label="gather window (read)"),
+        Line2D([], [], marker="v", ls="none", color=blue, ms=8, label="the column the kernel starts from"),
+        Line2D([], [], marker="^", ls="none", color=orange, ms=8, label="write t: the state after token t"),
     ]
     if last_computed is not None:
-        from matplotlib.lines import Line2D
-
         handles.append(Line2D([], [], marker="D", ls="none", mfc="none", mec=PALETTE["vermillion"], mew=1.6,
                               label="pre-fix read (/gather): last_computed, one column"))
     legend(a, handles, below=True, ncol=2)
