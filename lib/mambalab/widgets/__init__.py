@@ -17,9 +17,13 @@ widget's ``.value`` or call a button's ``.click()`` from Python (see
 Files, the per-bug ones first (where a reader looks first):
 
 * ``pad_minus_one.py``, ``stale_rows.py``, ``guard_lt_zero.py``,
-  ``spec_slots.py``, ``stale_is_prefilling.py``: one per catalogue bug, its
-  panel's :class:`~mambalab.widgets.bug_spec.BugSpec` (knobs, the workload
-  they build, the rank that matters, the drawings, what to watch);
+  ``spec_slots.py``, ``stale_is_prefilling.py``, ``single_token_extend.py``,
+  ``move_row_stale_source.py``, ``zero_accepted.py``: one per catalogue bug,
+  its panel's :class:`~mambalab.widgets.bug_spec.BugSpec` (knobs, the
+  workload they build, the rank that matters, the drawings, what to watch);
+* ``mechanism.py``: :func:`guard_grid` (pad value × kernel guard, notebook
+  01) and :func:`clear_row_grid` (``clear_row`` × the dummy run's commit,
+  notebook 02): the halves of a fix as toggles, each combination replayed;
 * ``bug_panel.py``: :func:`bug_panel`, the panel of one catalogue bug
   (``SPECS``: every bug's spec);
 * ``explorer.py``: :func:`engine_explorer`, a panel over any engine
@@ -43,6 +47,7 @@ from mambalab.widgets.session import Session, clear_sessions
 from mambalab.widgets.views import VIEWS, clear_png_cache
 from mambalab.widgets.bug_panel import SPECS, BugPanel, bug_panel
 from mambalab.widgets.explorer import EngineExplorer, engine_explorer
+from mambalab.widgets.mechanism import clear_row_grid, guard_grid
 
 
 def panel_ids() -> list[str]:
@@ -59,5 +64,5 @@ def clear_caches() -> None:
     clear_png_cache()
 
 
-__all__ = ["bug_panel", "BugPanel", "engine_explorer", "EngineExplorer", "Panel", "Session", "Settings", "SPECS",
-           "VIEWS", "panel_ids", "clear_caches"]
+__all__ = ["bug_panel", "BugPanel", "engine_explorer", "guard_grid", "clear_row_grid", "EngineExplorer",
+           "Panel", "Session", "Settings", "SPECS", "VIEWS", "panel_ids", "clear_caches"]

@@ -316,5 +316,5 @@ FIXES: dict[str, FixIt] = {f.id: f for f in [
 ]}
 
 
-__all__ = ["FIXES", "FixIt", "FixResult", "LearnerError", "check_fix", "reveal_fix", "run_planted", "run_workload_planted",
-           "guard_plants", "stale_rows_plants", "is_prefilling_plants", "spec_gather_plants"]
+__all__ = ["FIXES", "FixIt", "FixResult", "LearnerError", "check_fix", "reveal_fix", "run_planted",
+           "run_workload_planted", "guard_plants", "stale_rows_plants", "is_prefilling_plants", "spec_gather_plants"]
