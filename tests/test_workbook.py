@@ -396,3 +396,10 @@ def test_fold_shows_the_summary_as_text_and_the_full_text_behind_a_click():
     assert "line 30: &lt;b&gt;&amp;" in page and "line 29: ok" in page  # the whole text, escaped
     assert "line 29" not in str(f)
     assert str(wb.fold("a\nb", "t")) == "t\n(2 lines folded: expand to read them)"
+
+
+@pytest.mark.cuda
+def test_cuda_graph_demo_with_a_real_cuda_graph_says_the_same():
+    demo = wb.cuda_graph_demo(device="cuda")
+    assert demo.real_cuda_graph
+    assert str(demo) == str(wb.cuda_graph_demo(device="cpu"))  # the notebook's output on either machine
