@@ -37,10 +37,16 @@ gives all of it; one concept per file:
 * ``folded.py``: :func:`fold`, a long text output as its summary, the full
   text in a closed ``<details>`` (short ``text/plain``);
 * ``excerpts.py``: :func:`source_excerpt`, :func:`expect_error`;
-* ``exercises.py``: the :data:`EXERCISES` and their cases (ground truth
-  computed with the library, never with the solution);
-* ``checker.py``: :func:`check` and :func:`reveal` (the exercises' checker
-  and the solution printer, a :class:`Solution`);
+* ``exercises.py``: the :data:`EXERCISES` and their random cases (ground
+  truth computed with the library, never with the solution);
+* ``checker.py``: :func:`check` and :func:`reveal` (the exercises' checker,
+  the expected value of a miss on request, and the solution printer, a
+  :class:`Solution`);
+* ``fix_it.py``: :func:`check_fix` and :func:`reveal_fix`, the fix-it
+  exercises: the learner's function planted where a fix went in the
+  engine, judged by the bug's scenario;
+* ``predict.py``: :func:`predict`, the predict-then-step questions (truths
+  from the library);
 * ``bug_hunt.py``: notebook 05's :func:`plant_pad_tail`,
   :func:`hunt_report` and :func:`workload_steps`.
 
@@ -61,6 +67,8 @@ from mambalab.workbook.graph_demo import cuda_graph_demo
 from mambalab.workbook.folded import Folded, fold
 from mambalab.workbook.exercises import EXERCISES
 from mambalab.workbook.checker import Solution, check, reveal
+from mambalab.workbook.fix_it import check_fix, reveal_fix
+from mambalab.workbook.predict import predict
 from mambalab.workbook.bug_hunt import hunt_report, plant_pad_tail, workload_steps
 
 __all__ = [
@@ -89,6 +97,9 @@ __all__ = [
     "check",
     "reveal",
     "Solution",
+    "check_fix",
+    "reveal_fix",
+    "predict",
     "hunt_report",
     "plant_pad_tail",
     "workload_steps",
