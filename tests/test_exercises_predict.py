@@ -25,7 +25,9 @@ def test_known_truths_of_the_chapters():
     assert predict("01.c", "the conv").right and not predict("01.c", "SSU").right
     assert PREDICTIONS["02.a"].truth() == [1, 2] and PREDICTIONS["02.b"].truth() == "D"
     assert predict("02.b", " d ").right
+    assert PREDICTIONS["02.c"].truth() == [1]  # the row condense vacated, not the cleared one
     assert PREDICTIONS["04.a"].truth() == 1 and PREDICTIONS["04.b"].truth() == 3
+    assert PREDICTIONS["04.c"].truth() == 2  # A and B; X's one-token chunk counts as a prefill
 
 
 def test_an_unreadable_answer_is_a_verdict_not_an_error():

@@ -76,6 +76,23 @@ def _02_b():
     return replay("stale-rows").verdict.first.req_id
 
 
+def _02_c():
+    from mambalab.lab.bugs import BugConfig
+    from mambalab.lab.scenarios import move_row_stale_source, run_workload
+
+    _, records = run_workload(move_row_stale_source(0), BugConfig.with_bugs("move-row-stale-source"))
+    rec = next(r for r in records if r.step == 4 and r.rank == 1)
+    return sorted(row for row, slots in rec.kernel_writes.items() if any(s > 0 for s in slots))
+
+
+def _04_c():
+    from mambalab.lab.bugs import BugConfig
+    from mambalab.lab.scenarios import run_workload, single_token_extend
+
+    _, records = run_workload(single_token_extend(0), BugConfig.with_bugs("single-token-extend"))
+    return next(r for r in records if r.step == 5 and r.kind == "step").num_decodes
+
+
 def _04_record(step: int = 4):
     from mambalab.lab.bugs import BugConfig
     from mambalab.lab.scenarios import run_workload, stale_is_prefilling
@@ -105,10 +122,14 @@ PREDICTIONS: dict[str, Prediction] = {p.id: p for p in [
                "the dummy batch reads the device copy, which no commit has touched since the last real step"),
     Prediction("02.b", "the request whose tokens diverge (A, C or D)", _02_b, lambda x: str(x).strip().upper(),
                "D starts from the cached block of A's prompt, which the dummy rows rewrote"),
+    Prediction("02.c", "the dummy rows of rank 1's step 4 that store into a live block", _02_c, _as_rows,
+               "row 0 was cleared when B finished; row 1 is the copy move_row left behind"),
     Prediction("04.a", "how many prefills Mamba's split counts in step 4", _04_a, int,
                "the padded row's stale flag, ORed into the split, is one prefill"),
     Prediction("04.b", "the slot C (row 2) reads in the replayed graph at step 4", _04_b, int,
                "the graph reads last step's buffer: row 2 held D's slot then"),
+    Prediction("04.c", "how many rows the pre-fix builder counts as decodes in step 5", _04_c, int,
+               "X's row still has is_prefilling set: the split ends the decodes before it"),
 ]}
 
 
