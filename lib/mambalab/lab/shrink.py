@@ -15,6 +15,7 @@ workload is at most ``TARGET_STEPS`` steps long the cosmetic families
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Iterator
@@ -284,9 +285,13 @@ def shrink(workload: Workload, bugs: BugConfig, verdict: Verdict, records: list[
                 while improved and not out_of_budget():
                     improved = False
                     cur, cur_v, cur_r = chain[-1]
-                    family = _families(cur, cur_v, cur_r)[fam]
+                    families = _families(cur, cur_v, cur_r)
+                    family = families[fam]
                     polish = family.__name__ in POLISH and cur_v.steps <= TARGET_STEPS
-                    for what, cand in family():
+                    # the cut at the failure step first, every time: one run, and a kept candidate
+                    # often fails earlier than the workload it came from
+                    cands = family() if fam == 0 else itertools.chain(families[0](), family())
+                    for what, cand in cands:
                         if out_of_budget() or (polish and state["polish"] >= polish_runs):
                             break
                         k = _key(cand)
