@@ -1,5 +1,6 @@
 """Notebook 05's helpers around the bug hunter: the planted ``pad_tail`` (the learner's, once it
-passes its exercise), a hunt's report and a workload's steps as stable text, long lines wrapped."""
+passes its exercise), a hunt's report and a workload's steps as stable text, long lines wrapped, and
+a hunt's report folded (:func:`hunt_summary`: its gist shown, the whole text behind a click)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Callable
 from mambalab.lab.planted import Plant
 from mambalab.viz.text import Text
 from mambalab.workbook.checker import check
+from mambalab.workbook.folded import Folded
 
 
 def plant_pad_tail(pad_tail: Callable) -> tuple[Plant, Text]:
@@ -51,3 +53,21 @@ def workload_steps(workload, width: int = 100) -> Text:
     from mambalab.lab.hunt_report import step_list
 
     return Text(_wrap("\n".join(step_list(workload)), width))
+
+
+# The report's lines a reader needs first: what failed, how big it was, what it shrank to, the fixed run.
+_GIST = ("  DIVERGED", "  CRASH", "  ILLEGAL", "  original workload:", "  shrunk in", "  (not shrunk)", "  => ",
+         "  with every fix:")
+
+
+def hunt_summary(result, width: int = 100) -> Folded:
+    """A hunt's report (:func:`hunt_report`, no timings) folded: the outcome line, the failure, the
+    sizes before and after shrinking and the fixed engine's verdict shown; the whole report (the
+    minimal reproduction, the runnable snippet) in a closed ``<details>``. Its ``text/plain`` is the
+    summary alone: short, and the same on every run of the same hunt."""
+    full = str(hunt_report(result, width))
+    lines = result.report_parts(timings=False)[0].splitlines()  # unwrapped: one line per fact
+    at = next((i for i, line in enumerate(lines) if " FOUND after " in line or " random workloads" in line), 0)
+    title = lines[at] if lines else ""
+    kept = [line for i, line in enumerate(lines) if i != at and (line.startswith(_GIST) or line.startswith("(workload "))]
+    return Folded(title, tuple(kept), full)
