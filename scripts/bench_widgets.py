@@ -20,8 +20,9 @@ redraw after a step, and the two waits a learner meets first (issue 16's
 targets: first replay <= 1.5 s, every later action <= 300 ms): **build**, the
 panel built from empty caches up to its first drawing, and **first replay**,
 Replay pressed on a freshly built panel (the whole scenario run, judged and
-drawn), both wall-clock seconds. Wall-clock and CPU (process) time are both given: on a
-shared machine the wall time includes waiting for a core.
+drawn), both wall-clock seconds, with their process CPU seconds beside.
+Wall-clock and CPU (process) time are both given: on a shared machine the
+wall time includes waiting for a core.
 """
 
 from __future__ import annotations
@@ -79,12 +80,12 @@ def bench(name: str, reps: int) -> dict:
     make, target, changes = PANELS[name]
     clear_caches()
     clear_png_cache()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     fresh = make()
-    build = time.perf_counter() - t
-    t = time.perf_counter()
+    build, build_cpu = time.perf_counter() - t, time.process_time() - c
+    t, c = time.perf_counter(), time.process_time()
     fresh.replay_button.click()
-    first_replay = time.perf_counter() - t
+    first_replay, first_replay_cpu = time.perf_counter() - t, time.process_time() - c
     clear_caches()
     clear_png_cache()
     p = make()
@@ -113,7 +114,8 @@ def bench(name: str, reps: int) -> dict:
         t = time.perf_counter()
         p._render(v)
         views[v] = time.perf_counter() - t
-    return dict(panel=name, build=build, first_replay=first_replay, step=steps, redraw_after_step=step_redraw, redraw=redraw, redraw_cpu=redraw_cpu,
+    return dict(panel=name, build=build, build_cpu=build_cpu, first_replay=first_replay,
+                first_replay_cpu=first_replay_cpu, step=steps, redraw_after_step=step_redraw, redraw=redraw, redraw_cpu=redraw_cpu,
                 engine_after_change=engine, render_per_view=views, shown_step=p.cursor)
 
 
@@ -126,7 +128,7 @@ def main(argv=None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{os.cpu_count()} CPUs, load average {load:.2f} at start; times in ms, median / p90\n")
     head = (f"{'panel':22s} {'redraw after knob':>17s} {'(CPU)':>15s} {'redraw after step':>17s} "
-            f"{'engine step':>15s} {'engine after change':>19s} {'build s':>8s} {'1st replay s':>12s}")
+            f"{'engine step':>15s} {'engine after change':>19s} {'build s (CPU)':>14s} {'1st replay s (CPU)':>19s}")
     print(head)
     print("-" * len(head))
     results = []
@@ -134,8 +136,9 @@ def main(argv=None) -> int:
         r = bench(name, args.reps)
         results.append(r)
         print(f"{name:22s} {ms(r['redraw']):>17s} {ms(r['redraw_cpu']):>15s} {ms(r['redraw_after_step']):>17s} "
-              f"{ms(r['step']):>15s} {ms(r['engine_after_change']):>19s} {r['build']:8.2f} "
-              f"{r['first_replay']:12.2f}", flush=True)
+              f"{ms(r['step']):>15s} {ms(r['engine_after_change']):>19s} "
+              f"{r['build']:6.2f} ({r['build_cpu']:4.2f}) {r['first_replay']:10.2f} ({r['first_replay_cpu']:4.2f})",
+              flush=True)
     all_redraw = [x for r in results for x in r["redraw"]]
     all_cpu = [x for r in results for x in r["redraw_cpu"]]
     print("-" * len(head))
