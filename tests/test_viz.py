@@ -693,3 +693,17 @@ def test_titles_carry_one_finding():
     assert "also" not in title and "r1" not in title.split("(")[0]
     assert " ".join(title.split()) == ("r0 diverges at output position 1: got 9, expected 2 (only token 9 from there on) "
                                        "(2 of 2 requests diverge)")
+
+
+def test_state_pool_judges_ownership_by_the_rows_blocks_of_the_step():
+    """A request that finishes in the step read and wrote its own block, freed (and poisoned) after it."""
+    pool = torch.zeros(4, 2)
+    pool[2] = float("nan")  # row 0's block, freed at the end of this step
+    kw = dict(reads={0: {2}, 1: {3}}, writes={0: {2}, 1: {3}}, owners={}, row_requests={0: "r0", 1: "r1"})
+    judged = viz.describe_state_pool(pool, row_blocks={0: {2}, 1: {1}}, **kw)
+    assert judged[0] == "row 1 (r1) stored slot 3 (free): not its own"  # r1's row says block 1
+    assert not any("row 0" in f for f in judged)
+    # without the step's rows, ownership after the step is all there is: the finished request looks foreign
+    after = viz.describe_state_pool(pool, **kw)
+    assert "row 0 (r0) stored slot 2 (free): not its own" in after
+    assert "row 0 read slot 2, which is NaN (a freed, poisoned block)" in after

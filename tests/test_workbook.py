@@ -403,3 +403,12 @@ def test_cuda_graph_demo_with_a_real_cuda_graph_says_the_same():
     demo = wb.cuda_graph_demo(device="cuda")
     assert demo.real_cuda_graph
     assert str(demo) == str(wb.cuda_graph_demo(device="cpu"))  # the notebook's output on either machine
+
+
+@cpu_only
+def test_trace_state_pool_of_a_last_step_is_consistent_and_a_stale_replay_is_not():
+    tour = wb.trace(wb.tour_workload(), at=[4])  # every request finishes in step 4: its block is freed after it
+    assert wb.figure_title(tour.draw_state_pool(4)) == \
+        "state pool consistent (every row stored only its own request's slots)"
+    sip = wb.trace("stale-is-prefilling", at=[4])  # the graph replays D's freed slot for C
+    assert wb.figure_title(sip.draw_state_pool(4)).startswith("row 2 (C) stored slot 3 (free): not its own")

@@ -145,13 +145,16 @@ def _row_request(row_requests, row: int) -> str | None:
 def analyse_state_pool(pool: Any, *, reads=None, writes=None, reference=None, owners=None,
                        null_block_id: int = NULL_BLOCK_ID, summary: str = "norm", before: Any = None,
                        before_label: str = "before the step", row_requests=None,
-                       slot_notes: Mapping[int, str] | None = None) -> dict:
+                       slot_notes: Mapping[int, str] | None = None,
+                       row_blocks: Mapping[int, Any] | None = None) -> dict:
     """Per-slot values and flags plus the findings (headless).
 
     ``before``: the pool before the step (the change per slot is measured against it);
     ``row_requests``: each kernel row's request id (``{row: id}`` or a list; a row not in it is a
     padded or dummy row, which owns no slot): a store into a slot the row does not own is named;
-    ``slot_notes``: what an unowned slot is (e.g. "free, kept in the prefix cache").
+    ``slot_notes``: what an unowned slot is (e.g. "free, kept in the prefix cache");
+    ``row_blocks``: each row's own blocks this step (its block-table row), which decide what a
+    row owns; without it, ``owners`` after the step decides.
     """
     vals, nan = slot_summary(pool, summary)
     N = len(vals)
@@ -188,8 +191,11 @@ def analyse_state_pool(pool: Any, *, reads=None, writes=None, reference=None, ow
 
     for s in sorted(r_by):
         if 0 <= s < N and s != nb and nan[s]:
-            F.append(Finding(ERROR, f"{rows_phrase(r_by[s])} read slot {s}{whose(s)}, which is NaN (a freed, "
-                                    f"poisoned block)", 100 + s))
+            # a row that read its own block read it before the block was freed (and poisoned) after the step
+            rows = {r for r in r_by[s] if row_blocks is None or s not in row_blocks.get(r, ())}
+            if rows:
+                F.append(Finding(ERROR, f"{rows_phrase(rows)} read slot {s}{whose(s)}, which is NaN (a freed, "
+                                        f"poisoned block)", 100 + s))
     for s in sorted(w_by):
         if 0 <= s < N and s != nb and len(w_by[s]) > 1:
             F.append(Finding(WARNING, f"slot {s}{whose(s)} was written by {rows_phrase(w_by[s])} (race)", 200 + s))
@@ -200,7 +206,11 @@ def analyse_state_pool(pool: Any, *, reads=None, writes=None, reference=None, ow
                 continue
             for r in sorted(w_by[sl]):
                 req = _row_request(row_requests, r)
-                if req is None or (owners or {}).get(sl) != req:
+                if row_blocks is not None:  # the blocks the step gave the row (its block-table row)
+                    own = req is not None and sl in row_blocks.get(r, ())
+                else:  # who owns the slot now (a request that finished in this step owns nothing)
+                    own = req is not None and (owners or {}).get(sl) == req
+                if not own:
                     foreign.setdefault(sl, set()).add(r)
                     who = f"row {r} ({req})" if req is not None else f"row {r} (no request)"
                     whose_ = f"{owners[sl]}'s block" if owners and sl in owners else \
@@ -262,6 +272,7 @@ def draw_state_pool(
     before_label: str = "before the step",
     row_requests=None,
     slot_notes: Mapping[int, str] | None = None,
+    row_blocks: Mapping[int, Any] | None = None,
     ax=None,
     fig=None,
 ):
@@ -276,11 +287,13 @@ def draw_state_pool(
     each cell then shows ``before→after`` and is coloured by the size of the
     change (``before_label`` names it, e.g. "since step 2"). ``row_requests``:
     kernel row → request id; a store into a slot the row does not own gets a
-    dashed purple frame (``slot_notes``: what an unowned slot is).
+    dashed purple frame (``row_blocks``: each row's blocks this step, what it
+    owns; ``slot_notes``: what an unowned slot is).
     """
     A = analyse_state_pool(pool_tensor_or_slot_values, reads=reads, writes=writes, reference=reference,
                            owners=owners, null_block_id=null_block_id, summary=summary, before=before,
-                           before_label=before_label, row_requests=row_requests, slot_notes=slot_notes)
+                           before_label=before_label, row_requests=row_requests, slot_notes=slot_notes,
+                           row_blocks=row_blocks)
     N, vals, nan, diff, change = A["N"], A["vals"], A["nan"], A["diff"], A["change"]
     slots = _slots_to_show(A, int(null_block_id))
     left = [s for s in A["outside"] if s < 0]

@@ -174,6 +174,10 @@ class Trace:
             kw.setdefault("before_label", f"since step {before}")
         if writes is not None:
             kw.setdefault("row_requests", self.row_requests(step, rank))
+            if s.cm is not None:  # what each live row owns: its block-table row of this step
+                bt = s.cm.block_table_tensor.to("cpu")
+                kw.setdefault("row_blocks", {r: {int(b) for b in bt[r].tolist()} - {0}
+                                             for r in kw["row_requests"] if r < bt.shape[0]})
             stored = {int(x) for ss in writes.values() for x in ss}
             kw.setdefault("slot_notes", {b: _block_status(s.block_pool, s.owners, b) for b in stored})
         return viz.draw_state_pool(pools, reads=reads, writes=writes, owners=s.owners, **kw)
