@@ -594,6 +594,13 @@ def test_pipeline_names_every_stage_with_its_vllm_file():
     assert [s.device for s in stages].index(True) == names.index("BlockTable: device copy")  # the CPU→GPU line
     assert "7 hand-offs" in fig.axes[0].get_title(loc="left")
     save(fig, "pipeline")
+    from matplotlib.colors import to_hex
+
+    marked = viz.draw_pipeline(highlight="CUDA-graph buffers")
+    edges = [to_hex(p.get_edgecolor()) for p in marked.axes[0].patches if p.get_linewidth() > 2]
+    assert edges == [viz.PALETTE["vermillion"].lower()]
+    typo = viz.draw_pipeline(highlight="graph buffers")  # a message naming the stages, not a silent plain map
+    assert "no stage named 'graph buffers'" in " ".join(t.get_text() for t in typo.axes[0].texts)
 
 
 def test_spec_columns_mark_the_window_the_start_the_writes_and_the_missing_column():

@@ -58,6 +58,8 @@ def draw_pipeline(*, highlight: str | None = None, title: str | None = None, ax=
     ``highlight``: the name of a stage to frame (e.g. where a chapter's bug lives).
     """
     stages = pipeline_stages()
+    if highlight is not None and highlight not in {s.name for s in stages}:
+        raise ValueError(f"no stage named {highlight!r}; the stages: {', '.join(s.name for s in stages)}")
     n = len(stages)
     f, a = new_axes(ax, fig, (FIG_WIDTH, 0.62 * n + 1.2))
     first_device = next(i for i, s in enumerate(stages) if s.device)
