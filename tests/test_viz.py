@@ -714,3 +714,12 @@ def test_state_pool_judges_ownership_by_the_rows_blocks_of_the_step():
     after = viz.describe_state_pool(pool, **kw)
     assert "row 0 (r0) stored slot 2 (free): not its own" in after
     assert "row 0 read slot 2, which is NaN (a freed, poisoned block)" in after
+
+
+def test_timeline_says_a_label_repeated_on_consecutive_steps_once():
+    steps = [{"step": k, "scheduled": {"r0": 1}, **({"label": "graph buffers not refreshed"} if 4 <= k <= 7 else {})}
+             for k in range(1, 10)] + [{"step": 10, "scheduled": {"r0": 1}, "label": "graph buffers not refreshed"}]
+    fig = viz.draw_timeline({"r0": [1] * 10}, {"r0": [1] * 10}, steps=steps)
+    header = fig.axes[1].get_title(loc="left")
+    assert "★ steps 4–7: graph buffers not refreshed" in header and "★ step 10: graph buffers not refreshed" in header
+    assert sum(t.get_text() == "★" for t in fig.axes[1].texts) == 5  # every marked step keeps its star

@@ -166,12 +166,22 @@ def _draw_steps(a, steps: Sequence[Mapping[str, Any]], reqs: list[str], step_lab
             dmy = dummies[x]
             cell(a, x, y_dummy, DUMMY_FACE if dmy else PALETTE["white"], text=str(dmy) if dmy else None,
                  fontsize=fs, hatch="xx" if dmy else None, edge=None if dmy else "#EEEEEE")
-    events = []
+    marked: list[tuple[Any, str]] = []  # (step, label), the same label on consecutive steps said once
     for x, s in enumerate(steps[:S]):
         lab = s.get("label") or s.get("note") or s.get("event")
         if lab:
             a.text(x, -0.75, "★", ha="center", va="center", fontsize=9, color=PALETTE["vermillion"])
-            events.append(f"★ step {s.get('step', x)}: {lab}")
+            marked.append((s.get("step", x), str(lab)))
+    events = []
+    i = 0
+    while i < len(marked):
+        j = i
+        while j + 1 < len(marked) and marked[j + 1][1] == marked[i][1] and isinstance(marked[j][0], int) \
+                and marked[j + 1][0] == marked[j][0] + 1:
+            j += 1
+        when = f"step {marked[i][0]}" if i == j else f"steps {marked[i][0]}–{marked[j][0]}"
+        events.append(f"★ {when}: {marked[i][1]}")
+        i = j + 1
     for x, s in enumerate(steps[:S]):
         if S <= 20 or x % 5 == 0:
             a.text(x, len(rows) + extra - 0.1, str(s.get("step", x)), ha="center", va="top",
@@ -194,8 +204,10 @@ def _draw_steps(a, steps: Sequence[Mapping[str, Any]], reqs: list[str], step_lab
     if len(steps) > S:
         hdr += f" (steps {S}–{len(steps) - 1} not shown)"
     if events:
+        import textwrap
+
         shown = events[:4] + ([f"… {len(events) - 4} more"] if len(events) > 4 else [])
-        hdr += "\n" + "   ".join(shown)
+        hdr += "\n" + "\n".join(textwrap.wrap("   ".join(shown), 120))
     a.set_title(hdr, loc="left", fontsize=8.5, color="#333333")
     handles = [legend_patch("1 token", PALETTE["sky"]), legend_patch("several tokens (e.g. a prefill)",
                                                                      PALETTE["blue"])]
