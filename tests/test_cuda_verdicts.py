@@ -104,7 +104,8 @@ def test_replay_verdict_on_cuda_equals_cpu(bug, fixed):
     assert graphs["cuda_graphs"] == len(graphs["captured"]), graphs
     if kind(g) != "crash":  # a crash at capture (spec-slots before the fix) replays nothing
         assert graphs["captured"] and graphs["replays"] > 0, graphs
-    assert sorted(graphs["captured"]) == sorted(cpu["graphs"]["captured"]), (graphs, cpu["graphs"])
+    if fixed or bug != "zero-accepted":  # pre-fix zero-accepted stops at the CPU's first capture (below)
+        assert sorted(graphs["captured"]) == sorted(cpu["graphs"]["captured"]), (graphs, cpu["graphs"])
 
     assert c["ok"] == g["ok"], why  # the exit code: 0 when ok, else 1
     if not fixed and bug == "zero-accepted":

@@ -21,6 +21,10 @@ from mambalab.engine.core import Abort, Add, Preempt
 from mambalab.lab.scenarios import run_workload, signatures, stale_rows
 from mambalab.lab.workload import Workload, random_workload
 
+# The CPU path (gloo, one process per rank on one machine); on a GPU the launcher needs one GPU per
+# rank, which tests/test_dp_gpus.py covers.
+pytestmark = pytest.mark.cpu_only(reason="DP processes over gloo; the NCCL path is tests/test_dp_gpus.py")
+
 SEEDS = [0, 1]
 CASES = [(seed, fixed) for seed in SEEDS for fixed in (False, True)]
 RANDOM_SEED = 2  # pad-minus-one crashes on rank 1 with slot -1 (the DP ranks agree on the graph mode)
