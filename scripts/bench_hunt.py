@@ -75,6 +75,8 @@ def summarise(bug: str, rows: list[dict]) -> dict:
         workloads=_median([r["workloads"] if r["found"] else inf for r in rows]),
         seconds=_median([r["seconds"] if r["found"] else inf for r in rows]),
         cpu_seconds=_median([r["cpu_seconds"] if r["found"] else inf for r in rows]),
+        total_cpu=_median([r["cpu_seconds"] + r.get("shrink_seconds", 0.0) if r["found"] else inf for r in rows]),
+        shrink_runs=_median([r.get("shrink_runs", 0) for r in found]),
         steps=_median([r["steps"] for r in found]), max_steps=max((r["steps"] for r in found), default=None),
         kinds=sorted({r["kind"] for r in found}),
         control_ok=all(r["control_ok"] for r in found) if found else None)
@@ -102,13 +104,14 @@ def _fmt(x, nd=1):
 def table(results: list[dict], clean: dict | None, meta: dict) -> str:
     lines = [
         "| bug (switched on alone) | found (seeds) | workloads to find (median) | seconds to find (median, wall) "
-        "| CPU seconds (median) | failure | engine steps after shrinking (median / max) | fixed engine on the repro |",
-        "|---|---|---|---|---|---|---|---|",
+        "| CPU seconds to find (median) | shrinking runs (median) | CPU seconds, found and shrunk (median) | failure "
+        "| engine steps after shrinking (median / max) | fixed engine on the repro |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| `{r['bug']}` | {r['found']} | {_fmt(r['workloads'])} | {_fmt(r['seconds'])} | {_fmt(r['cpu_seconds'])} "
-            f"| {', '.join(r['kinds']) or '-'} | {_fmt(r['steps'])} / {_fmt(r['max_steps'])} "
+            f"| {_fmt(r.get('shrink_runs'))} | {_fmt(r.get('total_cpu'))} | {', '.join(r['kinds']) or '-'} | {_fmt(r['steps'])} / {_fmt(r['max_steps'])} "
             f"| {'OK' if r['control_ok'] else ('FAILS' if r['control_ok'] is False else '-')} |")
     out = "\n".join(lines)
     if clean is not None:
@@ -135,7 +138,14 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=1, help="hunts run in parallel processes (default 1: timings "
                    "are then one core's)")
     p.add_argument("--out", default=str(ROOT / "docs" / "hunt.md"), help="markdown file to write ('' to skip)")
+    p.add_argument("--rows", help="print the table of a finished run's rows (the --json-out FILE.rows), run nothing")
     args = p.parse_args(argv)
+    if args.rows:
+        rows = [json.loads(line) for line in Path(args.rows).read_text().splitlines() if line.strip()]
+        bugs = list(dict.fromkeys(r["bug"] for r in rows))
+        results = [summarise(b, sorted((r for r in rows if r["bug"] == b), key=lambda r: r["seed"])) for b in bugs]
+        print(table(results, None, dict(machine="(from rows)", device="cpu", load="-", date="-")))
+        return 0
 
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     meta = dict(machine=f"{os.cpu_count()} CPU core(s)", device=DEVICE_TYPE,
