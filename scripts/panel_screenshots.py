@@ -34,8 +34,9 @@ PANELS = {
     "zero-accepted": 'bug_panel("zero-accepted")',
     "stale-is-prefilling": 'bug_panel("stale-is-prefilling")',
     "single-token-extend": 'bug_panel("single-token-extend")',
+    "engine-explorer": "engine_explorer()",
 }
-SETUP = ("from mambalab import workbook as wb\nfrom mambalab.widgets import bug_panel\n"
+SETUP = ("from mambalab import workbook as wb\nfrom mambalab.widgets import bug_panel, engine_explorer\n"
          "from mambalab.widgets.mechanism import clear_row_grid, guard_grid\nwb.setup(seed=0)")
 
 
