@@ -31,6 +31,7 @@ SLOW = {
     "test_cuda_verdicts.py": None,
     "test_scenarios.py": None,
     "test_cli.py": None,
+    "test_exercises_fix_it.py": None,  # each check replays a bug's scenario over seeds (~60 s)
     "test_engine.py": ("test_fixed_engine_matches_reference",),
     "test_layout.py": ("test_every_module_imports_alone",),  # a fresh interpreter per module (25 s)
     "test_workbook.py": ("test_every_solution_passes", "test_trace_", "test_stale_rows_trace",

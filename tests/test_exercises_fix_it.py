@@ -55,6 +55,7 @@ def test_guard_solution_passes_and_each_pre_fix_guard_fails_where_upstream_did()
     assert not lt_zero.passed and "null block (0) is no longer zero" in lt_zero
 
 
+@cpu_only
 def test_guard_that_skips_live_blocks_or_uses_and_is_named_before_the_engine_runs():
     skips = fix_it.check_fix("01.fix", lambda idx, null: idx > 5)
     assert not skips.passed and "live request's block" in skips

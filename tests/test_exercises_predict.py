@@ -7,7 +7,12 @@ import pytest
 from mambalab.workbook.predict import PREDICTIONS, predict
 
 
-@pytest.mark.parametrize("pid", sorted(PREDICTIONS))
+# 01.a and 01.c are read off a launch that reaches slot -1: only the interpreter's sanitizer can run it.
+_SANITIZER = pytest.mark.cpu_only(reason="the truth is read off the sanitizer's report of a -1")
+_PIDS = [pytest.param(pid, marks=_SANITIZER) if pid in ("01.a", "01.c") else pid for pid in sorted(PREDICTIONS)]
+
+
+@pytest.mark.parametrize("pid", _PIDS)
 def test_the_truth_is_right_and_a_wrong_guess_is_told_without_the_truth(pid):
     p = PREDICTIONS[pid]
     truth = p.truth()
@@ -19,6 +24,7 @@ def test_the_truth_is_right_and_a_wrong_guess_is_told_without_the_truth(pid):
     assert repr(p.normalise(truth)) in predict(pid, wrong, reveal=True)
 
 
+@_SANITIZER
 def test_known_truths_of_the_chapters():
     assert PREDICTIONS["01.a"].truth() == -32  # slot -1 of an (8, 2, 4, 4) pool
     assert PREDICTIONS["01.b"].truth() == [3, 4, 5]
