@@ -206,14 +206,14 @@ def test_zero_requests_and_capture_size_one():
     assert "FULL CUDA graphs are off" in p.message.value
 
 
-def test_every_row_padded_dummy_batch_on_the_idle_rank():
+def test_the_idle_ranks_dummy_batch_is_not_called_padding():
     p = bug_panel("stale-rows", auto_verdict=False)
     assert p.rank == 1 and not p.rank_select.disabled
     for _ in range(3):
         p.step_button.click()
     rv = p._vi.rv
     assert rv.kind == "dummy" and rv.n == 0 and rv.p >= 1
-    assert "every row is padding" in p.message.value
+    assert "num_reqs == num_reqs_padded" in p._describe_rank(rv) and "is padding" not in p.message.value
     assert "the dummy batch reads and writes it this step" in p.findings["block_table"].value
     assert "wrote block 1, which no request holds" in p.findings["state_pool"].value
     a = pixels(p.figure_png())
@@ -266,7 +266,7 @@ def test_engine_explorer_steps_a_random_workload():
     assert p.engine.step == 2
     assert not np.array_equal(a, pixels(p.figure_png()))
     p.rank_select.value = 1  # r0 finished on rank 1 after one token: rank 1 runs a dummy batch
-    assert p.rank == 1 and p._vi.rv.kind == "dummy" and "every row is padding" in p.message.value
+    assert p.rank == 1 and p._vi.rv.kind == "dummy" and "num_reqs == num_reqs_padded" in p.message.value
     p.back_button.click()
     p.bug_select.value = ("stale-rows",)  # same step, the bug switched on
     assert p.cursor == 1 and p.engine.bugs == BugConfig.with_bugs("stale-rows") and p.engine.step == 1

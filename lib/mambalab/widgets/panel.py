@@ -428,7 +428,8 @@ class Panel:
             return "did not run in this step"
         if rv.kind == "dummy":
             return (f"dummy batch of {rv.p} row{'s' if rv.p != 1 else ''} "
-                    f"({'FULL graph' if r.mode == 'FULL' else 'eager'}; every row is padding)")
+                    f"({'FULL graph' if r.mode == 'FULL' else 'eager'}; no request in any row, and nothing "
+                    f"marks them: num_reqs == num_reqs_padded)")
         mode = "FULL CUDA graph" if r.mode == "FULL" else "eager"
         pad = rv.p - rv.n
         return (f"{mode}: {rv.n} live row{'s' if rv.n != 1 else ''}" + (f" + {pad} padded" if pad else "")
@@ -475,9 +476,10 @@ class Panel:
                 notes.append(("info", "This workload has no request: there is nothing to step and nothing can go "
                                       "wrong (the verdict is trivially OK)."))
             if rv is not None and rv.kind == "dummy":
-                notes.append(("info", f"Rank {rv.rank} had no request of its own: it ran a dummy batch padded to the "
-                                      f"other ranks' size so that the DP collectives stay in step; every row is "
-                                      f"padding."))
+                notes.append(("info", f"Rank {rv.rank} had no request of its own: it ran a dummy batch of the "
+                                      f"other ranks' size so that the DP collectives stay in step. Its rows hold "
+                                      f"no request, yet they are not padding: num_reqs == num_reqs_padded, so "
+                                      f"nothing masks them."))
             if rv is not None and rv.note:
                 notes.append(("info", rv.note[0].upper() + rv.note[1:] + "."))
         for n in self.settings.notes:

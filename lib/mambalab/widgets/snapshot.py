@@ -76,7 +76,7 @@ class RankView:
     kind: str  # "start" | "step" | "dummy" | "idle" | "crash"
     record: StepRecord | None
     ran_at: int | None  # the step whose metadata is shown (this one, or the rank's last step)
-    n: int  # live rows of the block table as drawn (0 for a dummy batch: every row is padding)
+    n: int  # live rows of the block table as drawn (0 for a dummy batch: no row holds a request)
     p: int  # rows the kernels ran over (live + padded)
     meta_n: int  # live rows of the metadata shown (that of ``ran_at``)
     row_ids: list[str | None]
@@ -146,9 +146,10 @@ def _timeline_entry(step: int, rec: StepRecord | None, cm: CommonAttentionMetada
     if rec is None:
         return None
     entry: dict = {"step": step, "num_reqs_padded": int(rec.num_reqs_padded)}
-    if rec.kind == "dummy":
+    if rec.kind == "dummy":  # an idle DP rank's dummy batch: its own rows, not padding
         entry["req_ids"] = []
         entry["label"] = "dummy run"
+        entry["dummy"] = True
         return entry
     sched = {}
     if cm is not None:
