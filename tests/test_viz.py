@@ -89,14 +89,24 @@ class World:
                         capture_sizes=self.sizes, max_num_seqs=self.max_num_seqs)
         (cm,) = build_attention_metadata(self.ib, self.buf, p.num_reqs, desc.num_reqs_padded,
                                          desc.num_tokens_padded, p.max_query_len, self.bugs)
-        return desc, cm, self.mb.build(cm)
+        md = self.mb.build(cm)
+        self._sync()
+        return desc, cm, md
+
+    def _sync(self) -> None:
+        """The engine synchronises once a step (sampling reads the logits); this harness has no sampling,
+        so on CUDA it waits here: the next step rewrites the pinned CPU rows its copies read from."""
+        if self.mb.device.type == "cuda":
+            torch.cuda.synchronize()
 
     def dummy_run(self, num_tokens: int):
         """An idle DP rank's dummy batch (``num_reqs == num_reqs_padded``)."""
         p = self.buf.prepare_dummy_run(self.ib, num_tokens, 1, self.max_num_seqs, self.bugs)
         (cm,) = build_attention_metadata(self.ib, self.buf, p.num_reqs, p.num_reqs, num_tokens,
                                          p.max_query_len, self.bugs)
-        return p, cm, self.mb.build(cm)
+        md = self.mb.build(cm)
+        self._sync()
+        return p, cm, md
 
 
 def idle_rank(bugs: BugConfig) -> World:
