@@ -85,6 +85,24 @@ def _02_c():
     return sorted(row for row, slots in rec.kernel_writes.items() if any(s > 0 for s in slots))
 
 
+def _03_start_slot(bug: str, fixed: bool, step: int = 4, row: int = 0) -> int:
+    """The slot a speculative decode row's kernel starts from (``spec-slots``' scenario, seed 0)."""
+    from mambalab.workbook.tracer import trace
+
+    s = trace(bug, fixed=fixed, at=[step]).snapshot(step, 0)
+    src, _, na = s.builder.decode_state_slots(s.md)
+    cols = src[row].tolist() if src.dim() == 2 else [int(src[row])]
+    return int(cols[int(na[row]) - 1]) if na is not None else int(cols[0])
+
+
+def _03_a():
+    return _03_start_slot("spec-slots", fixed=True)
+
+
+def _03_b():
+    return _03_start_slot("spec-slots/gather", fixed=False)
+
+
 def _04_c():
     from mambalab.lab.bugs import BugConfig
     from mambalab.lab.scenarios import run_workload, single_token_extend
@@ -124,6 +142,12 @@ PREDICTIONS: dict[str, Prediction] = {p.id: p for p in [
                "D starts from the cached block of A's prompt, which the dummy rows rewrote"),
     Prediction("02.c", "the dummy rows of rank 1's step 4 that store into a live block", _02_c, _as_rows,
                "row 0 was cleared when B finished; row 1 is the copy move_row left behind"),
+    Prediction("03.a", "the block r0's kernel starts from at step 4 (fixed)", _03_a, int,
+               "the gather window starts at the anchor (column 2) and num_accepted_tokens = 2 picks its second "
+               "column, 3: block 4, the state after the last token step 3 accepted"),
+    Prediction("03.b", "the block r0 starts from at step 4 under the pre-fix /gather", _03_b, int,
+               "one slot at block_idx_last_computed_token (column 2: block 3), whatever step 3 accepted: "
+               "the state after step 3's first token, not after its accepted draft"),
     Prediction("04.a", "how many prefills Mamba's split counts in step 4", _04_a, int,
                "the padded row's stale flag, ORed into the split, is one prefill"),
     Prediction("04.b", "the slot C (row 2) reads in the replayed graph at step 4", _04_b, int,
