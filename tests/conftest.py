@@ -32,6 +32,7 @@ SLOW = {
     "test_scenarios.py": None,
     "test_cli.py": None,
     "test_exercises_fix_it.py": None,  # each check replays a bug's scenario over seeds (~60 s)
+    "test_exercises_predict.py": ("test_the_truth_is_right", "test_known_truths"),  # truths replay scenarios
     "test_engine.py": ("test_fixed_engine_matches_reference",),
     "test_layout.py": ("test_every_module_imports_alone",),  # a fresh interpreter per module (25 s)
     "test_workbook.py": ("test_every_solution_passes", "test_trace_", "test_stale_rows_trace",
