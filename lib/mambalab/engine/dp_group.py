@@ -19,7 +19,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from mambalab.worker.cudagraph_dispatcher import CUDAGraphMode
+from mambalab.worker.cudagraph_dispatcher import CUDAGRAPH_MODE_ORDER, CUDAGraphMode
 
 
 def backend_for(device_type: str) -> str:
@@ -81,7 +81,7 @@ class DPGroup:
         """One all-reduce on the device group for both of ``coordinate_batch_across_dp``'s answers:
         the MAX of the scheduled token counts and the MIN of the ranks' CUDA-graph modes
         (``_post_process_cudagraph_mode``), packed as MAX over ``(tokens, -mode)``."""
-        order = (CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
+        order = CUDAGRAPH_MODE_ORDER
         t = torch.tensor([local_tokens, -order.index(local_mode)], dtype=torch.int64, device=self.device)
 
         def reduce() -> tuple[int, CUDAGraphMode]:

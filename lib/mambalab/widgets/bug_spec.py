@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from mambalab.worker.cudagraph_dispatcher import cudagraph_capture_sizes, full_decode_capture_sizes
 from mambalab.worker.model_runner import RunnerConfig
 from mambalab.lab.workload import Workload
 from mambalab.widgets.controls import Knob
@@ -39,10 +38,7 @@ class BugSpec:
 
 def graph_sizes(rc: RunnerConfig) -> list[int]:
     """The FULL decode graph sizes the runner captures for ``rc`` (as ``ModelRunner.__init__``)."""
-    if not rc.cudagraph:
-        return []
-    sizes = cudagraph_capture_sizes(rc.max_num_seqs, rc.max_num_batched_tokens, rc.num_speculative_tokens)
-    return full_decode_capture_sizes(sizes, rc.max_num_seqs, rc.uniform_decode_query_len)
+    return rc.full_decode_capture_sizes()
 
 
 def padded_rows(rows: int, rc: RunnerConfig) -> int:

@@ -199,7 +199,8 @@ def dispatch(
                            CUDAGraphMode.PIECEWISE)
 
 
-_MODE_ORDER = (CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
+# NONE < PIECEWISE < FULL: the order the DP ranks take the minimum in (its index travels in the all-reduce)
+CUDAGRAPH_MODE_ORDER = (CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
 
 
 def synchronize_cudagraph_mode(modes: Sequence[CUDAGraphMode]) -> CUDAGraphMode:
@@ -208,13 +209,13 @@ def synchronize_cudagraph_mode(modes: Sequence[CUDAGraphMode]) -> CUDAGraphMode:
     mixed batch keeps every rank off its FULL graph, the idle ranks' dummy batches included."""
     if not modes:
         raise ValueError("modes is empty")
-    return min(modes, key=_MODE_ORDER.index)
+    return min(modes, key=CUDAGRAPH_MODE_ORDER.index)
 
 
 def cap_cudagraph_mode(desc: BatchDescriptor, across_dp: CUDAGraphMode | None) -> BatchDescriptor:
     """``desc`` run in at most the DP ranks' agreed mode: a FULL batch becomes PIECEWISE (tokens
     padded, requests not), anything becomes NONE (no padding) when the ranks agreed on NONE."""
-    if across_dp is None or _MODE_ORDER.index(desc.cudagraph_mode) <= _MODE_ORDER.index(across_dp):
+    if across_dp is None or CUDAGRAPH_MODE_ORDER.index(desc.cudagraph_mode) <= CUDAGRAPH_MODE_ORDER.index(across_dp):
         return desc
     if across_dp is CUDAGraphMode.PIECEWISE:
         return BatchDescriptor(desc.num_tokens, desc.num_reqs, desc.num_tokens_padded, desc.num_reqs,
@@ -244,5 +245,6 @@ __all__ = [
     "dispatch",
     "coordinate_batch_across_dp",
     "synchronize_cudagraph_mode",
+    "CUDAGRAPH_MODE_ORDER",
     "cap_cudagraph_mode",
 ]

@@ -58,6 +58,18 @@ class RunnerConfig:
     def uniform_decode_query_len(self) -> int:
         return 1 + self.num_speculative_tokens
 
+    def cudagraph_capture_sizes(self) -> list[int]:
+        """v0.33's capture sizes (spec decode: rounded up to multiples of ``1 + num_spec``); mixed
+        batches pad to them (PIECEWISE). Empty without CUDA graphs."""
+        if not self.cudagraph:
+            return []
+        return cudagraph_capture_sizes(self.max_num_seqs, self.max_num_batched_tokens, self.num_speculative_tokens)
+
+    def full_decode_capture_sizes(self) -> list[int]:
+        """The sizes that get a FULL uniform-decode graph (at most ``max_num_seqs`` requests)."""
+        return full_decode_capture_sizes(self.cudagraph_capture_sizes(), self.max_num_seqs,
+                                         self.uniform_decode_query_len)
+
     def kv_cache_spec(self) -> MambaSpec:
         """Without prefix caching one state block holds a whole request (vLLM sets the
         Mamba block size to max_model_len); with it, a block covers ``block_size`` tokens."""
@@ -136,11 +148,8 @@ class ModelRunner:
                                       [spec], self.device, self.bugs, cfg.num_blocks)
         self.buffers = RunnerBuffers(cfg.max_num_seqs, cfg.max_num_batched_tokens, self.device)
         uq = cfg.uniform_decode_query_len
-        # v0.33's capture sizes (spec decode: rounded up to multiples of 1 + num_spec); mixed batches
-        # pad to them (PIECEWISE), uniform decode batches of at most max_num_seqs rows replay FULL graphs.
-        self.cudagraph_capture_sizes = cudagraph_capture_sizes(
-            cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.num_speculative_tokens) if cfg.cudagraph else []
-        self.capture_sizes = full_decode_capture_sizes(self.cudagraph_capture_sizes, cfg.max_num_seqs, uq)
+        self.cudagraph_capture_sizes = cfg.cudagraph_capture_sizes()
+        self.capture_sizes = cfg.full_decode_capture_sizes()
         max_capture_size = max(self.cudagraph_capture_sizes, default=cfg.max_num_seqs * uq)
         self.builder = MambaAttentionMetadataBuilder(
             spec, cfg.max_model_len, cfg.max_num_seqs, max_capture_size, cfg.num_speculative_tokens,
@@ -270,13 +279,12 @@ class ModelRunner:
             nc[new.req_id] = new.num_computed_tokens
             prompt[new.req_id] = len(new.prompt_token_ids) + len(new.output_token_ids)
         cached = so.scheduled_cached_reqs
-        for rid, n in zip(cached.req_ids, cached.num_computed_tokens):
+        for rid, n in zip(cached.req_ids, cached.num_computed_tokens):  # in self.requests since their first step
             nc[rid] = n
-            prompt[rid] = self.requests[rid].num_prompt_tokens if rid in self.requests else n + 1
+            prompt[rid] = self.requests[rid].num_prompt_tokens
         rids = list(so.num_scheduled_tokens)
         q = np.array([so.num_scheduled_tokens[r] for r in rids])
-        uniform = is_uniform_decode(q, np.array([nc.get(r, 0) for r in rids]),
-                                    np.array([prompt.get(r, 1) for r in rids]), uq)
+        uniform = is_uniform_decode(q, np.array([nc[r] for r in rids]), np.array([prompt[r] for r in rids]), uq)
         return self._dispatch(so.total_num_scheduled_tokens, len(rids), uniform).cudagraph_mode
 
     def execute_model(self, so: SchedulerOutput, num_tokens_across_dp: int | None = None,
