@@ -89,10 +89,7 @@ def _03_start_slot(bug: str, fixed: bool, step: int = 4, row: int = 0) -> int:
     """The slot a speculative decode row's kernel starts from (``spec-slots``' scenario, seed 0)."""
     from mambalab.workbook.tracer import trace
 
-    s = trace(bug, fixed=fixed, at=[step]).snapshot(step, 0)
-    src, _, na = s.builder.decode_state_slots(s.md)
-    cols = src[row].tolist() if src.dim() == 2 else [int(src[row])]
-    return int(cols[int(na[row]) - 1]) if na is not None else int(cols[0])
+    return trace(bug, fixed=fixed, at=[step]).start_slot(step, row)
 
 
 def _03_a():

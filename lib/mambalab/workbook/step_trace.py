@@ -24,6 +24,16 @@ from mambalab.workbook.blocks import _block_status
 from mambalab.workbook.summary import summary_of
 
 
+def _row_list(slots, row: int) -> list[int]:
+    """A decode row's slots as a list (2-D indices under speculative decoding, else one slot)."""
+    return slots[row].tolist() if slots.dim() == 2 else [int(slots[row])]
+
+
+def _start_slot(row_src: list[int], num_accepted: int | None) -> int:
+    """The slot a row starts from: column ``num_accepted_tokens - 1`` of its gather, else its first."""
+    return row_src[min(num_accepted, len(row_src)) - 1] if num_accepted is not None else row_src[0]
+
+
 @dataclass
 class Snapshot:
     """One rank right after one step: what the drawings need, copied so later steps cannot change it."""
@@ -223,6 +233,15 @@ class Trace:
         n = next(iter(s.pools.values())).shape[0] if s.pools else None
         return viz.draw_access_map(s.log, kernel=kernel, num_slots=n, **kw)
 
+    def start_slot(self, step: int, row: int, rank: int = 0) -> int:
+        """The slot decode row ``row``'s kernels start from at ``step`` (column ``num_accepted_tokens - 1``
+        of its gathered slots under speculative decoding, else its one slot)."""
+        s = self.snapshot(step, rank)
+        if s.md is None or s.builder is None or row >= s.md.num_decodes:
+            raise ValueError(f"step {step}, rank {rank}: no decode row {row}")
+        src, _, na = s.builder.decode_state_slots(s.md)
+        return _start_slot(_row_list(src, row), None if na is None else int(na[row]))
+
     def decode_slots(self, step: int, rank: int = 0) -> Text:
         """Per decode row: the slots the mixer gathers to read, the one it starts from, the ones it writes."""
         s = self.snapshot(step, rank)
@@ -234,16 +253,15 @@ class Trace:
         lines = []
         for i in range(s.md.num_decodes):
             rid = ids[i] if i < len(ids) else "pad"
-            row_src = src[i].tolist() if src.dim() == 2 else [int(src[i])]
-            row_dst = dst[i].tolist() if dst.dim() == 2 else [int(dst[i])]
+            row_src, row_dst = _row_list(src, i), _row_list(dst, i)
             before = f"step {step - 1} accepted {prev.num_accepted[rid]}; " if prev and rid in prev.num_accepted else ""
             if na is not None:
                 acc = int(na[i])
-                how = f"num_accepted_tokens {acc} -> starts from slot {row_src[min(acc, len(row_src)) - 1]}"
+                how = f"num_accepted_tokens {acc} -> starts from slot {_start_slot(row_src, acc)}"
             elif s.builder.num_spec:
-                how = f"no num_accepted_tokens -> starts from slot {row_src[0]}"
+                how = f"no num_accepted_tokens -> starts from slot {_start_slot(row_src, None)}"
             else:
-                how = f"starts from slot {row_src[0]}"
+                how = f"starts from slot {_start_slot(row_src, None)}"
             lines.append(f"row {i} ({rid}): {before}gathers {row_src}, {how}; writes {row_dst}")
         return Text("\n".join(lines) or f"step {step}, rank {rank}: no decode row")
 
