@@ -20,6 +20,42 @@ from mambalab.kernels.common import is_live_slot
 
 
 @triton.jit
+def _row_prologue(
+    x_ptr, qsl_ptr, out_ptr, idx_ptr, dim, null_block_id, stride_x_row, stride_x_dim, stride_x_tok,
+    stride_idx_row, stride_qsl, stride_out_row, stride_out_dim, stride_out_tok,
+    MAX_T: tl.constexpr, HAS_INDICES: tl.constexpr, IS_VARLEN: tl.constexpr, GUARD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """What the general and window kernels' programs start from (upstream's ``_causal_conv1d_update_kernel``
+    in ``vllm/model_executor/layers/mamba/ops/causal_conv1d.py`` does the same at its start): the row
+    (axis 0), this program's block of channels (axis 1), the row's token count (``MAX_T``, or its
+    ``query_start_loc`` span capped at ``MAX_T``), pointers to its first input and output token, and the
+    state slot with the guard's verdict (a dense batch without indices: row ``b`` owns slot ``b``, live).
+
+    Returns ``(row, chans, chan_ok, seqlen, x_row, out_row, slot, live)``.
+    """
+    row = tl.program_id(0).to(tl.int64)
+    chans = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    chan_ok = chans < dim
+    if IS_VARLEN:
+        start = tl.load(qsl_ptr + row * stride_qsl).to(tl.int64)
+        end = tl.load(qsl_ptr + (row + 1) * stride_qsl).to(tl.int64)
+        seqlen = tl.minimum(tl.maximum(end - start, 0), MAX_T)
+    else:
+        start = 0
+        seqlen = MAX_T
+    x_row = x_ptr + row * stride_x_row + start * stride_x_tok + chans * stride_x_dim
+    out_row = out_ptr + row * stride_out_row + start * stride_out_tok + chans * stride_out_dim
+    if HAS_INDICES:
+        slot = tl.load(idx_ptr + row * stride_idx_row).to(tl.int64)
+        live = is_live_slot(slot, null_block_id, GUARD)
+    else:
+        slot = row
+        live = slot == slot
+    return row, chans, chan_ok, seqlen, x_row, out_row, slot, live
+
+
+@triton.jit
 def _causal_conv1d_update_kernel(
     x_ptr,  # (batch, dim, seqlen) or varlen (num_tokens, dim), any strides
     w_ptr,  # (dim, width)
@@ -65,25 +101,12 @@ def _causal_conv1d_update_kernel(
         # nothing is read before the wait.
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
-    row = tl.program_id(0).to(tl.int64)
-    chans = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    chan_ok = chans < dim
-
-    # -- this row's tokens ------------------------------------------------
-    if IS_VARLEN:
-        start = tl.load(qsl_ptr + row * stride_qsl).to(tl.int64)
-        end = tl.load(qsl_ptr + (row + 1) * stride_qsl).to(tl.int64)
-        seqlen = tl.minimum(tl.maximum(end - start, 0), MAX_T)
-    else:
-        start = 0
-        seqlen = MAX_T
-    x_row = x_ptr + row * stride_x_row + start * stride_x_tok + chans * stride_x_dim
-    out_row = out_ptr + row * stride_out_row + start * stride_out_tok + chans * stride_out_dim
-
-    # -- which slot, and may we touch it? ----------------------------------
+    # -- this row's tokens, channels and slot (may we touch it?) -----------
+    row, chans, chan_ok, seqlen, x_row, out_row, slot, live = _row_prologue(
+        x_ptr, qsl_ptr, out_ptr, idx_ptr, dim, null_block_id, stride_x_row, stride_x_dim, stride_x_tok,
+        stride_idx_row, stride_qsl, stride_out_row, stride_out_dim, stride_out_tok,
+        MAX_T, HAS_INDICES, IS_VARLEN, GUARD, BLOCK_N)
     if HAS_INDICES:
-        slot = tl.load(idx_ptr + row * stride_idx_row).to(tl.int64)
-        live = is_live_slot(slot, null_block_id, GUARD)
         if live == 0:
             # Padding: no state traffic; the output is the input (upstream: in place over x).
             t = tl.zeros([], dtype=tl.int32)
@@ -92,8 +115,6 @@ def _causal_conv1d_update_kernel(
                 tl.store(out_row + t * stride_out_tok, x_in.to(out_ptr.dtype.element_ty), mask=chan_ok)
                 t += 1
             return
-    else:
-        slot = row  # a dense batch: row b owns slot b, there is no padding to skip
     if seqlen == 0:
         return
 
@@ -249,24 +270,10 @@ def _causal_conv1d_window_kernel(
         if USE_PDL == 1:
             tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
-    row = tl.program_id(0).to(tl.int64)
-    chans = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    chan_ok = chans < dim
-    if IS_VARLEN:
-        start = tl.load(qsl_ptr + row * stride_qsl).to(tl.int64)
-        end = tl.load(qsl_ptr + (row + 1) * stride_qsl).to(tl.int64)
-        seqlen = tl.minimum(tl.maximum(end - start, 0), MAX_T)
-    else:
-        start = 0
-        seqlen = MAX_T
-    x_row = x_ptr + row * stride_x_row + start * stride_x_tok + chans * stride_x_dim
-    out_row = out_ptr + row * stride_out_row + start * stride_out_tok + chans * stride_out_dim
-    if HAS_INDICES:
-        slot = tl.load(idx_ptr + row * stride_idx_row).to(tl.int64)
-        live = is_live_slot(slot, null_block_id, GUARD)
-    else:
-        slot = row
-        live = slot == slot
+    row, chans, chan_ok, seqlen, x_row, out_row, slot, live = _row_prologue(
+        x_ptr, qsl_ptr, out_ptr, idx_ptr, dim, null_block_id, stride_x_row, stride_x_dim, stride_x_tok,
+        stride_idx_row, stride_qsl, stride_out_row, stride_out_dim, stride_out_tok,
+        MAX_T, HAS_INDICES, IS_VARLEN, GUARD, BLOCK_N)
     if IS_VARLEN:
         live = live & (seqlen > 0)  # an empty row touches nothing (its copy below has no token)
     if live == 0:
