@@ -275,8 +275,10 @@ def _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, ma
         # instruction, where tl.exp goes through libdevice's range-checked expf (vLLM's
         # triton_helpers.fast_exp does the same). On an H200 this path ran at 78-80% of copy with
         # tl.exp against 86-89% for vLLM's kernel (docs/benchmarks.md, issue 14).
-        dA = tl.math.exp2(A * dt[:, None] * 1.4426950408889634)
-        dBx = (B[None, :] * dt[:, None]) * x[:, None]
+        # The per-row factors are formed first (dt * log2(e), dt * x: BLOCK_M values), so each state
+        # element costs one multiply for dA and one for dBx, not two each (the kernel is issue-bound here).
+        dA = tl.math.exp2(A * (dt * 1.4426950408889634)[:, None])
+        dBx = B[None, :] * (dt * x)[:, None]
     state = state * dA + dBx
     out = tl.sum(state * C[None, :], axis=1)
     if HAS_D:
@@ -327,6 +329,7 @@ UNTIED_BLOCK_M = {4: 4, 2: 8}
 # (batch 1: 5.25 -> 4.96 us, batch 8: 22.4 -> 23.1, vLLM 4.51 / 21.5); in the recorded bench a trade
 # (batch 1 0.86 -> 0.90x of vLLM, batch 8 0.97 -> 0.93x). bf16 8 rows (2 / 4 / 16 slower).
 UNTIED_BLOCK_M_SMALL = {4: 2, 2: 8}
+UNTIED_NUM_WARPS = {4: 1, 2: 1}  # warps a program, A/dt per element (not SMALL), by state element size
 BLOCK_M_TIED_FP32_ACTIVATIONS = 8  # fp32 state and activations: 1.02x faster than 16 rows (H200, batch 64-512)
 SMALL_EFFECTIVE_BATCH = 16 * 128  # requests x heads below which fp32 takes the small tile
 NUM_WARPS = 1
@@ -367,7 +370,9 @@ def choose_launch_config(
     size = 4 if elem >= 4 else 2
     small = num_requests * nheads < SMALL_EFFECTIVE_BATCH
     if not tied:
-        block_m = (UNTIED_BLOCK_M_SMALL if small else UNTIED_BLOCK_M)[size]
+        block_m, warps = (UNTIED_BLOCK_M_SMALL[size], NUM_WARPS) if small else (UNTIED_BLOCK_M[size],
+                                                                                 UNTIED_NUM_WARPS[size])
+        return LaunchConfig(block_m=min(block_m, dim_p2), num_warps=warps)
     elif multi_token:
         block_m = (BLOCK_M_MULTI_TOKEN_SMALL if small else BLOCK_M_MULTI_TOKEN)[size]
     elif small:
