@@ -37,6 +37,10 @@ Launch design
   projection, the pool may be a page-padded view (``stride(0)`` larger than
   ``HV * V * K``), indices may be a column slice of a wider block table.
 * Everything accumulates in float32; only stores round to the state dtype.
+* On a GPU, one token a sequence (the decode step proper, :data:`STREAM`'s batches) runs the streaming
+  kernel of :mod:`mambalab.kernels.gated_delta_rule_kernels`: a program walks blocks of rows in a
+  pipelined loop, so the next block's state is in flight (in shared memory) while this one is worked on;
+  a bf16 state needs 80 registers there instead of 168 (docs/benchmarks.md, issue 14).
 
 Guards: :func:`mambalab.kernels.common.is_live_slot` with the ``GUARD``
 constexpr from :func:`mambalab.kernels.common.guard_for` for the FLA family
@@ -64,6 +68,7 @@ from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.kernels.common import KernelFamily, bound_accepted_for, guard_for, is_live_slot
+from mambalab.kernels.gated_delta_rule_kernels import _gdn_rows, _gdn_stream_kernel, _load_rows
 from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
 
 KERNEL_NAME = "fused_recurrent_gated_delta_rule"
@@ -203,110 +208,6 @@ def _gdn_decode_kernel(
                   s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
                   HV, K, V, BK, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
 
-@triton.jit
-def _load_rows(h0, slot, i_hv, o_v, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k,
-               V: tl.constexpr, K: tl.constexpr, HAS_INITIAL_STATE: tl.constexpr,
-               RB: tl.constexpr, BK: tl.constexpr):
-    """Rows ``o_v`` of the initial state, in the pool's dtype (zeros without one)."""
-    if HAS_INITIAL_STATE:
-        mask = (o_v < V)[:, None] & (o_k < K)[None, :]
-        tile = i_hv * s_h0_h + o_v[:, None] * s_h0_v + o_k[None, :] * s_h0_k
-        rows = tl.load(h0 + slot * s_h0_n + tile, mask=mask, other=0.0)
-    else:
-        rows = tl.zeros([RB, BK], dtype=tl.float32)
-    return rows
-
-
-@triton.jit
-def _gdn_rows(
-    h_rows, o_v, q, k, v, g, beta, o, ht, state_indices, A_log, dt_bias,
-    scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
-    i_b, i_h, i_hv, i_n, bos, flat0, seq_len, slot,
-    s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
-    s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
-    s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
-    HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
-    INPLACE: tl.constexpr, INDEXED: tl.constexpr, HAS_BETA: tl.constexpr, USE_L2NORM: tl.constexpr,
-    SIGMOID_GATING: tl.constexpr, GUARD: tl.constexpr,
-):
-    """All the sequence's tokens on the value rows ``o_v`` of the state: outputs and stores.
-
-    ``h_rows`` is the initial state of those rows (any float dtype); from here
-    on it is fp32 in registers until each store rounds it to the pool's dtype.
-    """
-    b_h = h_rows.to(tl.float32)
-    o_k = tl.arange(0, BK)
-    mask_k = o_k < K
-    mask_v = o_v < V
-    mask_h = mask_v[:, None] & mask_k[None, :]
-    tile_ht = i_hv * s_ht_h + o_v[:, None] * s_ht_v + o_k[None, :] * s_ht_k
-
-    if SIGMOID_GATING:
-        b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
-        b_dt_bias = tl.load(dt_bias + i_hv).to(tl.float32)
-
-    # Scalar base pointers, indexed by the token inside the loop: the loop
-    # carries one counter, not a register per vector pointer.
-    p_q = q + i_b * s_q_b + bos * s_q_t + i_h * s_q_h
-    p_k = k + i_b * s_k_b + bos * s_k_t + i_h * s_k_h
-    p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h
-    p_g = g + i_b * s_g_b + bos * s_g_t + i_hv * s_g_h
-    p_beta = beta + i_b * s_beta_b + bos * s_beta_t + i_hv * s_beta_h
-    p_o = o + (flat0 * HV + i_hv) * V  # o is a fresh contiguous [B, T, HV, V]
-    p_fresh = ht + flat0 * s_ht_n  # only with INPLACE == False
-    p_col = state_indices + i_n * s_idx_n  # only with INDEXED == 2
-
-    t = tl.zeros([], dtype=tl.int32)
-    while t < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2.4
-        b_q = tl.load(p_q + t * s_q_t + o_k * s_q_k, mask=mask_k, other=0.0).to(tl.float32)
-        b_k = tl.load(p_k + t * s_k_t + o_k * s_k_k, mask=mask_k, other=0.0).to(tl.float32)
-        b_v = tl.load(p_v + t * s_v_t + o_v * s_v_v, mask=mask_v, other=0.0).to(tl.float32)
-        b_g = tl.load(p_g + t * s_g_t).to(tl.float32)
-        if HAS_BETA:
-            b_beta = tl.load(p_beta + t * s_beta_t).to(tl.float32)
-        else:
-            b_beta = 1.0
-        if SIGMOID_GATING:
-            x = b_g + b_dt_bias
-            bx = softplus_beta * x
-            # clamp inside exp so the branch not taken never overflows
-            soft = tl.where(
-                bx <= softplus_threshold,
-                tl.log(1.0 + tl.exp(tl.minimum(bx, softplus_threshold))) / softplus_beta,
-                x,
-            )
-            b_g = b_A * soft
-            b_beta = tl.sigmoid(b_beta)
-
-        if USE_L2NORM:
-            b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
-            b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
-        b_q = b_q * scale
-
-        b_h = b_h * tl.exp(b_g)  # decay
-        b_pred = tl.sum(b_h * b_k[None, :], axis=1)  # h @ k: what the memory recalls
-        b_vn = (b_v - b_pred) * b_beta  # delta rule correction
-        b_h = b_h + b_vn[:, None] * b_k[None, :]  # rank-1 write
-        b_o = tl.sum(b_h * b_q[None, :], axis=1)  # h @ q
-        tl.store(p_o + t * (HV * V) + o_v, b_o.to(o.dtype.element_ty), mask=mask_v)
-
-        if INPLACE:
-            if INDEXED == 2:
-                # one slot per token (spec decode): the state after token t -> column t
-                if t < num_cols:
-                    dst = tl.load(p_col + t * s_idx_c).to(tl.int64)
-                    if is_live_slot(dst, null_block_id, GUARD):
-                        tl.store(ht + dst * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
-        else:
-            tl.store(p_fresh + t * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
-        t += 1
-
-    if INPLACE:
-        if INDEXED != 2:
-            # one slot per sequence: write back where the state was read
-            tl.store(ht + slot * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
-
-
 def _num_sms(device: torch.device) -> int:
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
@@ -325,6 +226,14 @@ def _cuda_sms(index: int) -> int:
 # and 4, batch 8 / 64 / 256; docs/benchmarks.md): bf16 16 rows 57-79% of copy (32 rows in halves:
 # 48-70%, vLLM 56-74%); fp32 4 rows 71-90% (8 rows: 63-91%, vLLM 56-88%).
 MULTI_TOKEN_BV = {4: 4, 2: 16}
+# One token a sequence, one slot a sequence, in place, without sigmoid gating: the streaming kernel
+# (gated_delta_rule_kernels._gdn_stream_kernel), by state element size: (rows a block, blocks a program,
+# num_stages, fewest sequences, most sequences). Chosen on an H200 beside vLLM 0.33 (docs/benchmarks.md,
+# issue 14, calls 12-13: one token, batch 1..512, 6 shapes for bf16, 4 for fp32): bf16 8 rows x 4 blocks,
+# 4 stages: 72 -> 80% of copy at batch 64, 86 -> 92% at 512, 1.19x faster at 16, but 7% slower at 8 (and
+# slower below), so from 16; fp32 4 x 2, 2 stages: 1.03-1.10x faster at batch 8-16, even at 32, 0.3-1.3%
+# slower from 57, so 8 to 32.
+STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (8, 4, 4, 16, 1 << 30), 4: (4, 2, 2, 8, 32)}
 
 
 def launch_config(
@@ -369,6 +278,11 @@ def split_rows(BV: int, state_element_size: int) -> int:
     """
     split = SPLIT_BY_ELEMENT_SIZE.get(state_element_size, 1)
     return split if BV >= 4 * split else 1
+
+
+def _streams_on(device: torch.device) -> bool:
+    """Whether :data:`STREAM` applies on ``device``: a GPU (the interpreter keeps the general kernel)."""
+    return device.type == "cuda"
 
 
 def _launch(
@@ -418,12 +332,19 @@ def _launch(
     if num_warps is not None:
         nw = num_warps
     grid = (triton.cdiv(V, BV), HV, N)
+    kernel, extra = _gdn_decode_kernel, {}
+    stream = STREAM.get(state_in.element_size()) if (
+        _streams_on(q.device) and in_place and indexed == 1 and not multi_token and A_log is None
+        and block_v is None) else None
+    if stream and stream[3] <= N <= stream[4]:
+        kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
+        grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
 
     dummy = q  # stands in for absent pointer arguments (never dereferenced)
     gate_g = g
     gate_b = beta if beta is not None else dummy
     sanitizer.launch(
-        _gdn_decode_kernel, grid,
+        kernel, grid,
         q, k, v, gate_g, gate_b, o,
         state_in, final_state,
         cu_seqlens if cu_seqlens is not None else dummy,
@@ -451,6 +372,7 @@ def _launch(
         SPLIT=1 if (multi_token and q.device.type == "cuda") else split_rows(BV, state_in.element_size()),
         num_warps=nw,
         num_stages=1,
+        **extra,
         name=KERNEL_NAME,
         row_axis=2,
     )
