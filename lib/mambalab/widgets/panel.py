@@ -21,6 +21,10 @@ What happens on a change:
 Then :meth:`Panel.redraw` updates every text and renders only the selected
 tab's figure (the others render when their tab is opened, or come from the
 PNG cache). ``timings`` keeps engine seconds and redraw seconds apart.
+
+While the learner reads, the panel computes what the next action is likely
+to need (``idle``: the references, the other side of the fix toggle at the
+step shown), on the kernel's event loop, never the shown engine.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Callable, Hashable
 import ipywidgets as widgets
 
 from mambalab.lab.scenarios import ReplayResult
+from mambalab.widgets.idle import IdleWork
 from mambalab.widgets.session import Session, session_for
 from mambalab.widgets.snapshot import RankView
 from mambalab.widgets.controls import (BAD_COLOUR, NEUTRAL_COLOUR, OK_COLOUR, WARN_COLOUR, box, esc, guarded,
@@ -82,6 +87,7 @@ class Panel:
         self.session: Session | None = None
         self.settings: Settings | None = None
         self._vi: ViewInput | None = None
+        self.idle = IdleWork(self._idle_plan, self._idle_unit)
 
         self.header = widgets.HTML(header_html)
         self.back_button = widgets.Button(description="◀ Back", tooltip="show the previous step (no engine work)",
@@ -155,10 +161,47 @@ class Panel:
             self._apply_settings()
         finally:
             self._busy = False
+        self.idle.restart()
 
     # -- to provide ----------------------------------------------------------------------------
     def _settings(self) -> Settings:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _anticipated_settings(self) -> list[Settings]:
+        """Settings the learner is likely to pick next (computed while they read); none by default."""
+        return []
+
+    # -- idle time -----------------------------------------------------------------------------
+    def _idle_plan(self):
+        """Units of work for idle time (each ``yield`` ends one), most useful first; never the shown engine."""
+        s = self.session
+        if s is not None:
+            for job in list(s.reference_jobs()):
+                job()
+                yield
+        for st in self._anticipated_settings():
+            other = session_for(st.key, st.make)  # built here (once), found by the knob change
+            yield
+            for job in list(other.reference_jobs()):
+                job()
+                yield
+            while other.last_step < self.cursor and not other.finished:
+                other.advance()
+                yield
+            if self.auto_verdict.value and st.key not in _RESULTS:
+                while not other.finished:
+                    other.advance()
+                    yield
+                remember_result(st.key, other.run_to_end())
+                yield
+
+    @guarded()
+    def _idle_unit(self, step: Callable[[], bool]) -> bool:
+        return False if self._busy else step()
+
+    def run_idle_work(self) -> int:
+        """Do now what the panel would do while the learner reads (headless: no event loop runs); the units run."""
+        return self.idle.drain()
 
     # -- display -------------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs):
@@ -240,6 +283,7 @@ class Panel:
             action()
         finally:
             self._busy = False
+        self.idle.restart()
 
     @guarded()
     def _on_knob(self, change) -> None:
@@ -250,6 +294,7 @@ class Panel:
             self._apply_settings()
         finally:
             self._busy = False
+        self.idle.restart()
 
     @guarded()
     def _on_auto_verdict(self, change) -> None:
@@ -262,6 +307,7 @@ class Panel:
                 self.redraw()
             finally:
                 self._busy = False
+            self.idle.restart()
 
     @guarded()
     def _on_rank(self, change) -> None:
