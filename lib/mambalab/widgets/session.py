@@ -49,17 +49,30 @@ def _ref_key(model, prompt, max_new_tokens: int) -> Hashable:
 
 
 def memoise_references(model) -> None:
-    """Serve ``model.greedy_ref`` (what ``reference.reference_output`` and ``judge`` call) from one memo.
+    """Serve ``model.greedy_ref`` and ``model.forward_ref`` from a state of zeros (what
+    ``reference.reference_output`` and ``judge`` call) from one memo.
 
     A request's reference is a pure function of the model's configuration (its
     weights are drawn from the configuration's seed), its device, the prompt
     and the length: every engine of that model, fixed or pre-fix, gets the same
     tokens, so each is computed once per panel session, not once per engine
-    and again by the verdict.
+    and again by the verdict. The same holds for the reference's final state
+    of a token sequence (``judge`` compares kept final states with it); the
+    memo hands out copies of its tensors.
     """
     if "greedy_ref" in vars(model):
         return  # already served from the memo
-    plain = model.greedy_ref
+    plain, plain_forward = model.greedy_ref, model.forward_ref
+
+    def forward_ref(token_ids, state=None):
+        if state is not None or not isinstance(token_ids, (list, tuple)):
+            return plain_forward(token_ids, state)
+        key = ("forward", *_ref_key(model, token_ids, -1))
+        got = _REFS.get(key)
+        if got is None:
+            got = _REFS[key] = plain_forward(token_ids)
+        logits, st = got
+        return logits.clone(), {k: v.clone() for k, v in st.items()}
 
     def greedy_ref(prompt, max_new_tokens: int) -> list[int]:
         key = _ref_key(model, prompt, max_new_tokens)
@@ -73,6 +86,7 @@ def memoise_references(model) -> None:
         return list(got)
 
     model.greedy_ref = greedy_ref
+    model.forward_ref = forward_ref
 
 
 class Session:
@@ -189,7 +203,14 @@ class Session:
                     continue
                 room = self.engine.cfg.runner.max_model_len - len(prompt)
                 if _ref_key(self.engine.model, prompt, max(0, min(ev.max_tokens, room))) not in _REFS:
-                    yield lambda prompt=prompt, ev=ev: reference_output(self.engine, prompt, ev.max_tokens)
+                    yield lambda prompt=prompt, ev=ev: self._reference(prompt, ev.max_tokens)
+
+    def _reference(self, prompt: list[int], max_tokens: int) -> None:
+        """A request's reference, and the reference's final state after it (what ``judge`` compares a kept
+        final state with, when the request matches its reference)."""
+        ref = reference_output(self.engine, prompt, max_tokens)
+        if ref:
+            self.engine.model.forward_ref(prompt + ref[:-1])
 
     def advance_to(self, step: int) -> int:
         """Step until ``step`` is computed or nothing is left; returns the last step computed."""
