@@ -156,7 +156,7 @@ def bench(name: str, reps: int, learner_pauses: bool = False) -> dict:
                 knob_action=knob_action, fix_action=fix_action)
 
 
-def bench_grid(name: str, reps: int) -> dict:
+def bench_grid(name: str, reps: int, learner_pauses: bool = False) -> dict:
     """A mechanism panel: built (its first combination replayed and drawn), then toggled combination by combination."""
     make, changes = GRIDS[name]
     clear_caches()
@@ -166,6 +166,7 @@ def bench_grid(name: str, reps: int) -> dict:
     toggle, toggle_cpu = [], []
     for i in range(reps):
         change = changes[i % len(changes)]
+        idle(g, learner_pauses)
         t, c = time.perf_counter(), time.process_time()
         for axis, value in change.items():
             (g.row_toggle if axis == "row" else g.col_toggle).value = value
@@ -213,7 +214,7 @@ def main(argv=None) -> int:
         print("\nmechanism panels: build (first combination replayed and drawn) s (CPU); toggle to a new "
               "combination, ms median / p90 (CPU)")
     for name in grids:
-        r = bench_grid(name, args.reps)
+        r = bench_grid(name, args.reps, args.idle)
         results.append(r)
         print(f"  {name:22s} {r['build']:6.2f} ({r['build_cpu']:4.2f})  {ms(r['toggle'])} ({ms(r['toggle_cpu'])})",
               flush=True)

@@ -103,3 +103,20 @@ def test_idle_work_runs_on_the_event_loop_between_actions(monkeypatch):
         return other
 
     asyncio.run(learner())
+
+
+@pytest.mark.cpu_only(reason="the guard is planted as Python inside the kernels (Triton's interpreter)")
+def test_a_mechanism_panel_runs_the_neighbouring_combinations_ahead_and_shows_the_same():
+    from mambalab.widgets.mechanism import guard_grid
+
+    plain, ahead = guard_grid(), guard_grid()
+    table = ahead.table.value
+    assert ahead.run_idle_work() > 0
+    assert set(ahead._ahead) == {(-1, "EQ_NULL"), (-1, "NEGATIVE"), (-1, "NULL"), (0, "NONE")}
+    assert ahead.table.value == table and "·" in ahead.table.value  # run ahead, not shown
+    for g in (plain, ahead):
+        g.col_toggle.value = "NULL"
+    assert (-1, "NULL") not in ahead._ahead  # taken, not run again
+    assert plain.verdict.value == ahead.verdict.value and plain.note.value == ahead.note.value
+    assert plain.table.value == ahead.table.value
+    assert np.array_equal(pixels(plain.image.value), pixels(ahead.image.value))
