@@ -120,3 +120,22 @@ def test_a_mechanism_panel_runs_the_neighbouring_combinations_ahead_and_shows_th
     assert plain.verdict.value == ahead.verdict.value and plain.note.value == ahead.note.value
     assert plain.table.value == ahead.table.value
     assert np.array_equal(pixels(plain.image.value), pixels(ahead.image.value))
+
+
+def test_planted_functions_keep_distinct_identities_for_the_capture_memo():
+    """The CPU capture memo tells plants apart by the id() of the planted function: ``planted`` keeps every
+    replacement alive, so a new guard never takes a dead one's id (and with it its captures)."""
+    import gc
+
+    from mambalab.widgets.mechanism import GUARDS
+    from mambalab.workbook.fix_it import guard_plants, planted
+    from mambalab.worker.cuda_graph import _code_fingerprint
+
+    seen = []
+    for guard in ("NULL", "NEGATIVE", "EQ_NULL", "NONE"):
+        plants = guard_plants(GUARDS[guard][1])
+        with planted(plants):
+            seen.append(_code_fingerprint())
+        del plants
+        gc.collect()
+    assert len(set(seen)) == 4

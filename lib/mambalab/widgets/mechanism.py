@@ -70,6 +70,17 @@ CLEARS: dict[str, tuple[str, Callable]] = {
 COMMITS = {False: "dummy run commits nothing (pre-fix)", True: "dummy run commits its rows (#37728)"}
 
 
+_PLANTS: dict[tuple, list] = {}
+
+
+def _plants_for(key: tuple, make: Callable[[], list]) -> list:
+    """One list of plants per combination for the process: the same planted functions every time, so the
+    capture memo (keyed by their identity) serves a combination's repeated runs and tells combinations apart."""
+    if key not in _PLANTS:
+        _PLANTS[key] = make()
+    return _PLANTS[key]
+
+
 def _png(fig) -> bytes:
     import matplotlib.pyplot as plt
 
@@ -235,7 +246,8 @@ class GuardGrid(_Grid):
         if DEVICE_TYPE != "cpu":
             return Verdict(ok=False, notes=["needs Triton's interpreter"])
         bugs = BugConfig.with_bugs("pad-minus-one") if pad == -1 else BugConfig()
-        return run_workload_planted(guard_lt_zero(self.seed), bugs, guard_plants(GUARDS[guard][1]))[0]
+        plants = _plants_for(("guard", guard), lambda: guard_plants(GUARDS[guard][1]))
+        return run_workload_planted(guard_lt_zero(self.seed), bugs, plants)[0]
 
     def run_units(self, pad, guard):
         from mambalab.workbook.fix_it import guard_plants, planted, run_workload_planted_units
@@ -245,10 +257,10 @@ class GuardGrid(_Grid):
             v = Verdict(ok=False, notes=["needs Triton's interpreter"])
             return v, None, "The guard is planted as Python inside the kernels: run with MAMBALAB_DEVICE=cpu."
         bugs = BugConfig.with_bugs("pad-minus-one") if pad == -1 else BugConfig()
-        fn = GUARDS[guard][1]
-        verdict, _ = yield from run_workload_planted_units(guard_lt_zero(self.seed), bugs, guard_plants(fn))
+        plants = _plants_for(("guard", guard), lambda: guard_plants(GUARDS[guard][1]))
+        verdict, _ = yield from run_workload_planted_units(guard_lt_zero(self.seed), bugs, plants)
         yield
-        with planted(guard_plants(fn)):
+        with planted(plants):
             launch = launch_ssu([3, 5, 2, pad], bugs)
         fig = launch.draw_access_map()
         note = ("one SSU launch: " + ("illegal access before the pool" if launch.error is not None else
@@ -275,7 +287,7 @@ class ClearRowGrid(_Grid):
             if commit:
                 block_table.commit_block_table(num_reqs)
 
-        return stale_rows_plants(CLEARS[clear][1], committing)
+        return _plants_for(("clear_row", clear, commit), lambda: stale_rows_plants(CLEARS[clear][1], committing))
 
     def run_verdict(self, clear, commit) -> Verdict:
         from mambalab.workbook.fix_it import run_workload_planted

@@ -185,9 +185,21 @@ def finish(units):
             return stop.value
 
 
+_PINNED: list = []  # every replacement ever planted here, kept alive (see ``planted``)
+
+
 @contextlib.contextmanager
 def planted(plants: list[Plant]):
-    """Every plant of ``plants`` active inside the block."""
+    """Every plant of ``plants`` active inside the block.
+
+    The replacements are kept alive for the rest of the process: the CPU
+    capture memo (``worker/cuda_graph.py``) tells plants apart by the ``id()``
+    of the planted function, and a new function allocated where a dead one
+    was gets its id, so two different guards planted one after the other
+    could share a key and replay each other's captures (seen: the grid's
+    ``-1 × >= 0`` judged OK with the ``> null`` guard's captures). Pinned,
+    no replacement's id is ever reused by another."""
+    _PINNED.extend(p.replacement for p in plants)
     with contextlib.ExitStack() as stack:
         for p in plants:
             stack.enter_context(p)
