@@ -139,3 +139,16 @@ def test_planted_functions_keep_distinct_identities_for_the_capture_memo():
         del plants
         gc.collect()
     assert len(set(seen)) == 4
+
+
+def test_the_explorer_runs_its_workload_without_the_selected_bugs_ahead():
+    from mambalab.widgets import engine_explorer
+
+    p = engine_explorer(seed=4, num_requests=2, data_parallel_size=2, bugs=["stale-rows"])
+    p.step_button.click()
+    assert p.run_idle_work() > 0 and p.engine.step == 1
+    other = _SESSIONS[p._settings(bugs=()).key]
+    assert other.last_step == 1 and other.bugs == BugConfig()
+    p.bug_select.value = ()
+    assert p.session is other and p.cursor == 1
+    assert p.run_idle_work() == 0  # nothing selected: nothing to compare with ahead (the references are known)
