@@ -185,7 +185,7 @@ def finish(units):
             return stop.value
 
 
-_PINNED: list = []  # every replacement ever planted here, kept alive (see ``planted``)
+_PINNED: dict[int, object] = {}  # every replacement ever planted here, kept alive (see ``planted``)
 
 
 @contextlib.contextmanager
@@ -199,7 +199,7 @@ def planted(plants: list[Plant]):
     could share a key and replay each other's captures (seen: the grid's
     ``-1 × >= 0`` judged OK with the ``> null`` guard's captures). Pinned,
     no replacement's id is ever reused by another."""
-    _PINNED.extend(p.replacement for p in plants)
+    _PINNED.update((id(p.replacement), p.replacement) for p in plants)
     with contextlib.ExitStack() as stack:
         for p in plants:
             stack.enter_context(p)
