@@ -151,4 +151,34 @@ def test_the_explorer_runs_its_workload_without_the_selected_bugs_ahead():
     assert other.last_step == 1 and other.bugs == BugConfig()
     p.bug_select.value = ()
     assert p.session is other and p.cursor == 1
-    assert p.run_idle_work() == 0  # nothing selected: nothing to compare with ahead (the references are known)
+    n = len(_SESSIONS)
+    p.run_idle_work()
+    assert len(_SESSIONS) == n  # nothing selected: no other setting to run ahead
+
+
+def test_idle_work_draws_the_next_drawings_into_the_cache_without_showing_them():
+    from mambalab.widgets import views
+
+    p = bug_panel("stale-rows", auto_verdict=False)
+    for _ in range(3):
+        p.step_button.click()
+    shown = {v: p.slots[v].image.value for v in p.view_names}
+    keys = {v: p.slots[v].key for v in p.view_names}
+    p.run_idle_work()
+    assert {v: p.slots[v].image.value for v in p.view_names} == shown  # nothing shown changed
+    assert {v: p.slots[v].key for v in p.view_names} == keys
+    others = [v for v in p.view_names if v != p.selected_view]
+    assert all(p._content_key(v) in views._PNG_CACHE for v in others)
+    renders = p.slots["state_pool"].renders
+    p.tabs.selected_index = p.view_names.index("state_pool")  # opening the tab finds its drawing
+    assert p.slots["state_pool"].renders == renders and p.slots["state_pool"].cache_hits >= 1
+    cached = p.figure_png()
+    views.clear_png_cache()
+    p.slots["state_pool"].key = None
+    p._render("state_pool")  # drawn now, as without idle time: the same pixels
+    assert np.array_equal(pixels(cached), pixels(p.figure_png()))
+    p.run_idle_work()
+    hits, renders = p.slots["state_pool"].cache_hits, p.slots["state_pool"].renders
+    p.set(fixed=True)  # the fix toggle: its drawing was made ahead too
+    assert p.cursor == 3 and p.slots["state_pool"].cache_hits == hits + 1
+    assert p.slots["state_pool"].renders == renders

@@ -173,7 +173,11 @@ class Panel:
 
     # -- idle time -----------------------------------------------------------------------------
     def _idle_plan(self):
-        """Units of work for idle time (each ``yield`` ends one), most useful first; never the shown engine."""
+        """Units of work for idle time (each ``yield`` ends one), most useful first; never the shown engine.
+
+        The references of the shown workload; per anticipated setting, its session built and brought to
+        the step shown (to the end with "verdict on every change") and the selected view drawn into the
+        PNG cache; then the other views of the step shown (opening a tab finds its drawing)."""
         s = self.session
         if s is not None:
             for job in list(s.reference_jobs()):
@@ -194,6 +198,17 @@ class Panel:
                     yield
                 remember_result(st.key, other.run_to_end())
                 yield
+            if other.engine is not None and st.dp == (self.settings.dp if self.settings else 1):
+                at = min(self.cursor, other.last_step)  # where the knob change will show it
+                snap = other.snapshot(at)
+                vi = ViewInput(snap, snap.ranks[self.rank], other.expected, st.dp)
+                name = self.selected_view
+                if self.slots[name].prerender((st.key, at, self.rank, name), vi):
+                    yield
+        if self._vi is not None:
+            for name in self.view_names:
+                if self.slots[name].prerender(self._content_key(name), self._vi):
+                    yield
 
     @guarded()
     def _idle_unit(self, step: Callable[[], bool]) -> bool:
