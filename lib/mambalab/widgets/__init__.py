@@ -33,7 +33,10 @@ Files, the per-bug ones first (where a reader looks first):
 * ``panel.py``: :class:`Panel`, the panel both kinds are made of (layout,
   actions, redraw, cached verdicts);
 * ``session.py``: :class:`Session`, the engine a panel drives, stepped on
-  demand with a snapshot after every step (cached by settings);
+  demand with a snapshot after every step (cached by settings; references
+  memoised across sessions);
+* ``idle.py``: what a panel computes while the learner reads (the other side
+  of the fix toggle at the step shown), on the kernel's event loop;
 * ``snapshot.py``: a step's snapshot, what a drawing needs from one step per
   DP rank, copied out of the engine;
 * ``views.py``: the views of a panel, each drawing's findings and figure, and

@@ -137,9 +137,13 @@ class BugPanel(Panel):
             self._busy = False
         self._on_knob({"name": "value"})
 
-    def _settings(self) -> Settings:
+    def _anticipated_settings(self) -> list[Settings]:
+        """The other side of the fix toggle, at the same knobs: the toggle the lesson asks for."""
+        return [self._settings(fixed=not self.fixed)]
+
+    def _settings(self, fixed: bool | None = None) -> Settings:
         k = self.knob_values()
-        fixed = self.fixed
+        fixed = self.fixed if fixed is None else fixed
         switch = self.switch
         key = ("bug", switch, fixed, tuple(sorted(k.items(), key=lambda kv: kv[0])))
         spec = self.spec

@@ -82,10 +82,14 @@ class EngineExplorer(Panel):
             self._busy = False
         self._on_knob({"name": "value"})
 
-    def _settings(self) -> Settings:
+    def _anticipated_settings(self) -> list[Settings]:
+        """With bugs selected: the same workload with none (every fix on), the comparison a learner makes."""
+        return [self._settings(bugs=())] if self.bug_select.value else []
+
+    def _settings(self, bugs: tuple[str, ...] | None = None) -> Settings:
         k = self.knob_values()
         k["acceptance"] = round(float(k["acceptance"]), 4)
-        bugs = tuple(sorted(self.bug_select.value))
+        bugs = tuple(sorted(self.bug_select.value if bugs is None else bugs))
         key = ("explorer", bugs, tuple(sorted(k.items())))
 
         def make() -> Session:

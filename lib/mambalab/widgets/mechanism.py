@@ -16,6 +16,11 @@ says its verdict; a drawing shows the mechanism (one kernel launch's access
 map, the idle rank's block table at its first dummy step). "Fill the grid"
 runs every combination into a table. Callbacks are plain methods, tested
 headless (``tests/test_widgets.py``).
+
+While the learner reads, the combinations one toggle away from the one shown
+are run (``widgets/idle.py``: on the kernel's event loop, one engine step per
+callback, the plants active inside that step only), so that the next toggle
+finds its verdict and drawing ready.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from mambalab.device import DEVICE_TYPE
 from mambalab.lab.bugs import BugConfig
 from mambalab.lab.scenarios import guard_lt_zero, stale_rows
 from mambalab.lab.verdict import Verdict
+from mambalab.widgets.idle import IdleWork
 
 GUARDS: dict[str, tuple[str, Callable]] = {
     "NONE": ("trusting (no check)", lambda idx, null: idx == idx),
@@ -64,6 +70,17 @@ CLEARS: dict[str, tuple[str, Callable]] = {
 COMMITS = {False: "dummy run commits nothing (pre-fix)", True: "dummy run commits its rows (#37728)"}
 
 
+_PLANTS: dict[tuple, list] = {}
+
+
+def _plants_for(key: tuple, make: Callable[[], list]) -> list:
+    """One list of plants per combination for the process: the same planted functions every time, so the
+    capture memo (keyed by their identity) serves a combination's repeated runs and tells combinations apart."""
+    if key not in _PLANTS:
+        _PLANTS[key] = make()
+    return _PLANTS[key]
+
+
 def _png(fig) -> bytes:
     import matplotlib.pyplot as plt
 
@@ -87,7 +104,9 @@ class _Grid:
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
+        self.idle = IdleWork(self._idle_plan, self._idle_unit)
         self._cache: dict[tuple, tuple[Verdict, bytes | None, str]] = {}
+        self._ahead: dict[tuple, tuple[Verdict, bytes | None, str]] = {}  # run in idle time, not shown yet
         self._verdicts: dict[tuple, Verdict] = {}
         style = {"description_width": "initial", "button_width": "auto"}
         self.row_toggle = widgets.ToggleButtons(options=[(v, k) for k, v in self.rows.items()],
@@ -117,14 +136,39 @@ class _Grid:
         return data
 
     # -- to provide --------------------------------------------------------------------------------
-    def run(self, row, col) -> tuple[Verdict, bytes | None, str]:  # pragma: no cover - abstract
+    def run_units(self, row, col):  # pragma: no cover - abstract
+        """The combination's run in units (a generator returning ``(verdict, png, note)``)."""
         raise NotImplementedError
+
+    def run(self, row, col) -> tuple[Verdict, bytes | None, str]:
+        from mambalab.workbook.fix_it import finish
+
+        return finish(self.run_units(row, col))
+
+    # -- idle time ---------------------------------------------------------------------------------
+    def _idle_plan(self):
+        """The combinations one toggle away from the one shown, run unit by unit."""
+        row, col = self.row_toggle.value, self.col_toggle.value
+        for key in [(row, c) for c in self.cols if c != col] + [(r, col) for r in self.rows if r != row]:
+            if key not in self._cache and key not in self._ahead:
+                self._ahead[key] = yield from self.run_units(*key)
+
+    def _idle_unit(self, step) -> bool:
+        try:
+            return step()
+        except Exception:  # noqa: BLE001 - dropped: the toggle runs the combination again and shows what fails
+            self.idle.cancel()
+            return False
+
+    def run_idle_work(self) -> int:
+        """Do now what the panel would do while the learner reads (headless: no event loop runs)."""
+        return self.idle.drain()
 
     # -- callbacks ---------------------------------------------------------------------------------
     def result(self, row, col) -> tuple[Verdict, bytes | None, str]:
         key = (row, col)
         if key not in self._cache:
-            self._cache[key] = self.run(row, col)
+            self._cache[key] = self._ahead.pop(key) if key in self._ahead else self.run(row, col)
         return self._cache[key]
 
     def update(self) -> None:
@@ -137,6 +181,7 @@ class _Grid:
         if png is not None:
             self.image.value = png
         self.table.value = self.table_html()
+        self.idle.restart()
 
     def verdict_of(self, row, col) -> Verdict:
         """The combination's verdict alone (no drawing): what "Fill the grid" runs."""
@@ -201,26 +246,22 @@ class GuardGrid(_Grid):
         if DEVICE_TYPE != "cpu":
             return Verdict(ok=False, notes=["needs Triton's interpreter"])
         bugs = BugConfig.with_bugs("pad-minus-one") if pad == -1 else BugConfig()
-        return run_workload_planted(guard_lt_zero(self.seed), bugs, guard_plants(GUARDS[guard][1]))[0]
+        plants = _plants_for(("guard", guard), lambda: guard_plants(GUARDS[guard][1]))
+        return run_workload_planted(guard_lt_zero(self.seed), bugs, plants)[0]
 
-    def run(self, pad, guard):
-        from mambalab.workbook.fix_it import guard_plants, run_workload_planted
+    def run_units(self, pad, guard):
+        from mambalab.workbook.fix_it import guard_plants, planted, run_workload_planted_units
         from mambalab.workbook.kernel_launch import launch_ssu
 
         if DEVICE_TYPE != "cpu":
             v = Verdict(ok=False, notes=["needs Triton's interpreter"])
             return v, None, "The guard is planted as Python inside the kernels: run with MAMBALAB_DEVICE=cpu."
         bugs = BugConfig.with_bugs("pad-minus-one") if pad == -1 else BugConfig()
-        fn = GUARDS[guard][1]
-        verdict, _ = run_workload_planted(guard_lt_zero(self.seed), bugs, guard_plants(fn))
-        plants = guard_plants(fn)
-        for p in plants:
-            p.__enter__()
-        try:
+        plants = _plants_for(("guard", guard), lambda: guard_plants(GUARDS[guard][1]))
+        verdict, _ = yield from run_workload_planted_units(guard_lt_zero(self.seed), bugs, plants)
+        yield
+        with planted(plants):
             launch = launch_ssu([3, 5, 2, pad], bugs)
-        finally:
-            for p in reversed(plants):
-                p.__exit__(None, None, None)
         fig = launch.draw_access_map()
         note = ("one SSU launch: " + ("illegal access before the pool" if launch.error is not None else
                 "null block 0 " + ("written" if not bool((launch.state[0] == 0).all()) else "untouched")))
@@ -246,7 +287,7 @@ class ClearRowGrid(_Grid):
             if commit:
                 block_table.commit_block_table(num_reqs)
 
-        return stale_rows_plants(CLEARS[clear][1], committing)
+        return _plants_for(("clear_row", clear, commit), lambda: stale_rows_plants(CLEARS[clear][1], committing))
 
     def run_verdict(self, clear, commit) -> Verdict:
         from mambalab.workbook.fix_it import run_workload_planted
@@ -254,17 +295,13 @@ class ClearRowGrid(_Grid):
         return run_workload_planted(stale_rows(self.seed), BugConfig.with_bugs("stale-rows"),
                                     self._plants(clear, commit))[0]
 
-    def run(self, clear, commit):
-        from mambalab.workbook.tracer import trace
+    def run_units(self, clear, commit):
+        from mambalab.workbook.fix_it import planted
+        from mambalab.workbook.tracer import trace_units
 
         plants = self._plants(clear, commit)
-        for p in plants:
-            p.__enter__()
-        try:
-            t = trace(stale_rows(self.seed), bugs=BugConfig.with_bugs("stale-rows"), at=[3], record_access=False)
-        finally:
-            for p in reversed(plants):
-                p.__exit__(None, None, None)
+        t = yield from trace_units(stale_rows(self.seed), bugs=BugConfig.with_bugs("stale-rows"), at=[3],
+                                   record_access=False, around=lambda: planted(plants))
         fig = t.draw_block_table(3, rank=1)
         from mambalab.workbook.display import figure_title
 

@@ -21,6 +21,10 @@ What happens on a change:
 Then :meth:`Panel.redraw` updates every text and renders only the selected
 tab's figure (the others render when their tab is opened, or come from the
 PNG cache). ``timings`` keeps engine seconds and redraw seconds apart.
+
+While the learner reads, the panel computes what the next action is likely
+to need (``idle``: the references, the other side of the fix toggle at the
+step shown), on the kernel's event loop, never the shown engine.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Callable, Hashable
 import ipywidgets as widgets
 
 from mambalab.lab.scenarios import ReplayResult
+from mambalab.widgets.idle import IdleWork
 from mambalab.widgets.session import Session, session_for
 from mambalab.widgets.snapshot import RankView
 from mambalab.widgets.controls import (BAD_COLOUR, NEUTRAL_COLOUR, OK_COLOUR, WARN_COLOUR, box, esc, guarded,
@@ -82,6 +87,7 @@ class Panel:
         self.session: Session | None = None
         self.settings: Settings | None = None
         self._vi: ViewInput | None = None
+        self.idle = IdleWork(self._idle_plan, self._idle_unit)
 
         self.header = widgets.HTML(header_html)
         self.back_button = widgets.Button(description="◀ Back", tooltip="show the previous step (no engine work)",
@@ -155,10 +161,62 @@ class Panel:
             self._apply_settings()
         finally:
             self._busy = False
+        self.idle.restart()
 
     # -- to provide ----------------------------------------------------------------------------
     def _settings(self) -> Settings:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _anticipated_settings(self) -> list[Settings]:
+        """Settings the learner is likely to pick next (computed while they read); none by default."""
+        return []
+
+    # -- idle time -----------------------------------------------------------------------------
+    def _idle_plan(self):
+        """Units of work for idle time (each ``yield`` ends one), most useful first; never the shown engine.
+
+        The references of the shown workload; per anticipated setting, its session built and brought to
+        the step shown (to the end with "verdict on every change") and the selected view drawn into the
+        PNG cache; then the other views of the step shown (opening a tab finds its drawing)."""
+        s = self.session
+        if s is not None:
+            for job in list(s.reference_jobs()):
+                job()
+                yield
+        for st in self._anticipated_settings():
+            other = session_for(st.key, st.make)  # built here (once), found by the knob change
+            yield
+            for job in list(other.reference_jobs()):
+                job()
+                yield
+            while other.last_step < self.cursor and not other.finished:
+                other.advance()
+                yield
+            if self.auto_verdict.value and st.key not in _RESULTS:
+                while not other.finished:
+                    other.advance()
+                    yield
+                remember_result(st.key, other.run_to_end())
+                yield
+            if other.engine is not None and st.dp == (self.settings.dp if self.settings else 1):
+                at = min(self.cursor, other.last_step)  # where the knob change will show it
+                snap = other.snapshot(at)
+                vi = ViewInput(snap, snap.ranks[self.rank], other.expected, st.dp)
+                name = self.selected_view
+                if self.slots[name].prerender((st.key, at, self.rank, name), vi):
+                    yield
+        if self._vi is not None:
+            for name in self.view_names:
+                if self.slots[name].prerender(self._content_key(name), self._vi):
+                    yield
+
+    @guarded()
+    def _idle_unit(self, step: Callable[[], bool]) -> bool:
+        return False if self._busy else step()
+
+    def run_idle_work(self) -> int:
+        """Do now what the panel would do while the learner reads (headless: no event loop runs); the units run."""
+        return self.idle.drain()
 
     # -- display -------------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs):
@@ -240,6 +298,7 @@ class Panel:
             action()
         finally:
             self._busy = False
+        self.idle.restart()
 
     @guarded()
     def _on_knob(self, change) -> None:
@@ -250,6 +309,7 @@ class Panel:
             self._apply_settings()
         finally:
             self._busy = False
+        self.idle.restart()
 
     @guarded()
     def _on_auto_verdict(self, change) -> None:
@@ -262,6 +322,7 @@ class Panel:
                 self.redraw()
             finally:
                 self._busy = False
+            self.idle.restart()
 
     @guarded()
     def _on_rank(self, change) -> None:

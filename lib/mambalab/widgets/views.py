@@ -333,20 +333,33 @@ class FigureSlot:
             _PNG_CACHE.move_to_end(key)
             self.cache_hits += 1
         else:
-            shape = self.view.shape(vi)
-            reuse = self.fig if (self.fig is not None and shape == self.fig_shape) else None
-            fig = self.view.draw(vi, reuse)
-            self.fig, self.fig_shape = fig, shape
-            png = render_png(fig)
-            self.renders += 1
-            if key is not None:
-                _PNG_CACHE[key] = png
-                while len(_PNG_CACHE) > MAX_PNGS:
-                    _PNG_CACHE.popitem(last=False)
+            png = self._draw(key, vi)
         self.image.value = png
         self.key = key
         self.last_seconds = perf_counter() - t
         return True
+
+    def prerender(self, key: Hashable, vi: ViewInput) -> bool:
+        """Render the drawing for ``vi`` into the PNG cache without showing it (idle time, so that opening
+        the tab or the next knob change finds it); True when something was drawn. The same pixels as
+        :meth:`show` would draw then: the figure is redrawn in place either way (``fig=``)."""
+        if key is None or key in _PNG_CACHE:
+            return False
+        self._draw(key, vi)
+        return True
+
+    def _draw(self, key: Hashable, vi: ViewInput) -> bytes:
+        shape = self.view.shape(vi)
+        reuse = self.fig if (self.fig is not None and shape == self.fig_shape) else None
+        fig = self.view.draw(vi, reuse)
+        self.fig, self.fig_shape = fig, shape
+        png = render_png(fig)
+        self.renders += 1
+        if key is not None:
+            _PNG_CACHE[key] = png
+            while len(_PNG_CACHE) > MAX_PNGS:
+                _PNG_CACHE.popitem(last=False)
+        return png
 
 
 def level_counts(findings: list[Finding]) -> tuple[int, int]:

@@ -39,7 +39,7 @@ import torch
 
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import DEVICE_TYPE
-from mambalab.engine.core import Engine, EngineCrash, EngineDidNotFinish
+from mambalab.engine.core import Engine, EngineDidNotFinish
 from mambalab.lab.bugs import BugConfig
 from mambalab.lab.planted import Plant
 from mambalab.lab.reference import judge
@@ -173,21 +173,60 @@ def run_planted(bug: str, seed: int, plants: list[Plant], max_steps: int = 200) 
 def run_workload_planted(workload, bugs: BugConfig, plants: list[Plant], max_steps: int = 200) -> tuple[Verdict, list]:
     """Any workload under ``bugs`` with ``plants`` active while the engine runs (start-up included); the
     per-request reference judges it after the plants are gone."""
+    return finish(run_workload_planted_units(workload, bugs, plants, max_steps))
+
+
+def finish(units):
+    """Run a generator of units (``..._units`` here, ``tracer.trace_units``) to its end; its return value."""
+    while True:
+        try:
+            next(units)
+        except StopIteration as stop:
+            return stop.value
+
+
+_PINNED: dict[int, object] = {}  # every replacement ever planted here, kept alive (see ``planted``)
+
+
+@contextlib.contextmanager
+def planted(plants: list[Plant]):
+    """Every plant of ``plants`` active inside the block.
+
+    The replacements are kept alive for the rest of the process: the CPU
+    capture memo (``worker/cuda_graph.py``) tells plants apart by the ``id()``
+    of the planted function, and a new function allocated where a dead one
+    was gets its id, so two different guards planted one after the other
+    could share a key and replay each other's captures (seen: the grid's
+    ``-1 × >= 0`` judged OK with the ``> null`` guard's captures). Pinned,
+    no replacement's id is ever reused by another."""
+    _PINNED.update((id(p.replacement), p.replacement) for p in plants)
     with contextlib.ExitStack() as stack:
         for p in plants:
             stack.enter_context(p)
+        yield
+
+
+def run_workload_planted_units(workload, bugs: BugConfig, plants: list[Plant], max_steps: int = 200):
+    """:func:`run_workload_planted` in units, a generator (``finish`` runs it; its return value is the same):
+    the start-up, then one engine step per ``next``. The plants are active inside each unit only, so other
+    work can run between two units without them (a panel's idle time, ``widgets/idle.py``)."""
+    with planted(plants):
         try:
             engine = Engine(workload.cfg, bugs)
         except Exception as e:  # noqa: BLE001 - a crash while capturing graphs is a verdict too
             return Verdict(ok=False, crash=Crash.at_startup(e)), []
         engine.schedule_events(workload.events)
-        crash = None
-        try:
-            engine.run(max_steps)
-        except EngineCrash as c:
-            crash = c
-        except EngineDidNotFinish as e:
-            return Verdict(ok=False, crash=Crash.unfinished(e.max_steps), steps=max_steps), engine.records
+    steps = engine.steps(max_steps)
+    crash = None
+    while crash is None:
+        yield
+        with planted(plants):
+            try:
+                crash = next(steps).crash  # the step loop of ``engine.run``: a crash ends it
+            except StopIteration:
+                break
+            except EngineDidNotFinish as e:
+                return Verdict(ok=False, crash=Crash.unfinished(e.max_steps), steps=max_steps), engine.records
     return judge(engine, crash), engine.records
 
 
@@ -317,4 +356,5 @@ FIXES: dict[str, FixIt] = {f.id: f for f in [
 
 
 __all__ = ["FIXES", "FixIt", "FixResult", "LearnerError", "check_fix", "reveal_fix", "run_planted",
-           "run_workload_planted", "guard_plants", "stale_rows_plants", "is_prefilling_plants", "spec_gather_plants"]
+           "run_workload_planted", "run_workload_planted_units", "finish", "planted", "guard_plants",
+           "stale_rows_plants", "is_prefilling_plants", "spec_gather_plants"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Iterable
+from typing import Callable, ContextManager, Iterable
 
 from mambalab.engine.core import Engine, EngineCrash
 from mambalab.lab import sanitizer
@@ -65,22 +65,46 @@ def trace(
     interpreter; each DP rank gets its own log). The verdict is the one
     ``replay`` gives: same workload, same judge.
     """
-    if isinstance(what, Workload):
-        workload, name = what, "workload"
-        cfg = bugs if bugs is not None else BugConfig()
-    else:
-        workload, name = scenario_for(what)(seed), what
-        cfg = bugs if bugs is not None else (BugConfig() if fixed else BugConfig.with_bugs(what))
-    fixed = fixed or not cfg.enabled
-    at = {int(s) for s in at}
-    try:
-        engine = Engine(workload.cfg, cfg)
-    except Exception as e:  # noqa: BLE001 - e.g. a graph that cannot be captured (as run_workload)
-        verdict = Verdict(ok=False, crash=Crash.at_startup(e))
-        result = ReplayResult(name, fixed, seed, verdict, signatures([], verdict), workload.describe())
-        return Trace(result, None, {})
-    observer = StepObserver(engine, want=lambda step: step in at)
-    engine.schedule_events(workload.events)
+    units = trace_units(what, fixed=fixed, bugs=bugs, seed=seed, at=at, record_access=record_access,
+                        max_steps=max_steps)
+    while True:
+        try:
+            next(units)
+        except StopIteration as stop:
+            return stop.value
+
+
+def trace_units(
+    what: str | Workload,
+    *,
+    fixed: bool = False,
+    bugs: BugConfig | None = None,
+    seed: int = 0,
+    at: Iterable[int] = (),
+    record_access: bool = True,
+    max_steps: int = 200,
+    around: Callable[[], ContextManager] = contextlib.nullcontext,
+):
+    """:func:`trace` in units, a generator whose return value is the :class:`Trace`: the start-up, one
+    engine step per ``next``, then the verdict. Each unit runs inside ``around()`` (e.g. plants, active
+    inside a unit only, so that other work can run between two units without them: a panel's idle time)."""
+    with around():
+        if isinstance(what, Workload):
+            workload, name = what, "workload"
+            cfg = bugs if bugs is not None else BugConfig()
+        else:
+            workload, name = scenario_for(what)(seed), what
+            cfg = bugs if bugs is not None else (BugConfig() if fixed else BugConfig.with_bugs(what))
+        fixed = fixed or not cfg.enabled
+        at = {int(s) for s in at}
+        try:
+            engine = Engine(workload.cfg, cfg)
+        except Exception as e:  # noqa: BLE001 - e.g. a graph that cannot be captured (as run_workload)
+            verdict = Verdict(ok=False, crash=Crash.at_startup(e))
+            result = ReplayResult(name, fixed, seed, verdict, signatures([], verdict), workload.describe())
+            return Trace(result, None, {})
+        observer = StepObserver(engine, want=lambda step: step in at)
+        engine.schedule_events(workload.events)
     logs: dict[int, sanitizer.AccessLog] = {}
 
     @contextlib.contextmanager
@@ -95,13 +119,22 @@ def trace(
     engine.rank_context = rank_log
     snapshots: dict[tuple[int, int], Snapshot] = {}
     crash: EngineCrash | None = None
-    for outcome in engine.steps(max_steps):
-        crash = outcome.crash
-        if outcome.step in at:
-            snapshots.update(_snapshots(engine, observer, outcome.step, logs, crash is not None))
-        logs.clear()
-    engine.rank_context = None
-    observer.detach()
-    verdict = judge(engine, crash)
+    steps = engine.steps(max_steps)
+    while True:
+        yield
+        with around():
+            try:
+                outcome = next(steps)
+            except StopIteration:
+                break
+            crash = outcome.crash
+            if outcome.step in at:
+                snapshots.update(_snapshots(engine, observer, outcome.step, logs, crash is not None))
+            logs.clear()
+    yield
+    with around():
+        engine.rank_context = None
+        observer.detach()
+        verdict = judge(engine, crash)
     result = ReplayResult(name, fixed, seed, verdict, signatures(engine.records, verdict), workload.describe())
     return Trace(result, engine, snapshots)
