@@ -22,7 +22,7 @@ On CUDA every run goes to a worker process (:mod:`mambalab.lab.hunt_worker`): a
 real GPU fault breaks the CUDA context of the process that made it, so it
 ends the worker, which is replaced, and is reported as an ``illegal`` verdict.
 
-``python -m mambalab hunt [--bugs id,...] [--budget N] [--seed N] [--device cpu|cuda] [--json]``
+``python -m mambalab hunt [--bugs id,...] [--budget N] [--seed N] [--device cpu|cuda] [--jobs N] [--json]``
 exits 1 when it found a failure, 0 when the budget ran out clean, 2 on bad usage.
 """
 
