@@ -184,8 +184,8 @@ class HuntResult:
 
 
 def _cpu_seconds() -> float:
-    """CPU seconds of this process and of its finished children (the hunt pool's workers, which
-    the pool reaps when it closes them) plus the live workers' own, read from /proc where it exists."""
+    """CPU seconds of this process plus those of the hunt pools' live workers (read from /proc where
+    it exists; a worker replaced during a hunt takes its seconds with it)."""
     import os
 
     t = time.process_time()
