@@ -43,11 +43,14 @@ def _median(xs):
     return statistics.median(xs) if xs else None
 
 
-def hunt_one(bug: str, seed: int, budget: int, shrink_runs: int) -> dict:
-    r = hunt(BugConfig.with_bugs(bug), budget=budget, seed=seed, shrink_runs=shrink_runs)
+def hunt_one(bug: str, seed: int, budget: int, shrink_runs: int, hunt_jobs: int = 1) -> dict:
+    load = os.getloadavg()[0]
+    r = hunt(BugConfig.with_bugs(bug), budget=budget, seed=seed, shrink_runs=shrink_runs, jobs=hunt_jobs)
     f = r.found
     row = dict(bug=bug, seed=seed, found=f is not None, workloads=r.workloads, seconds=round(r.seconds, 1),
-               cpu_seconds=round(r.cpu_seconds, 1), shared_with_fixed=len(r.shared))
+               cpu_seconds=round(r.cpu_seconds, 1), shared_with_fixed=len(r.shared), jobs=r.jobs,
+               total_seconds=round(r.total_seconds, 1), total_cpu_seconds=round(r.total_cpu_seconds, 1),
+               load=round(load, 2))
     if f is not None:
         row.update(kind=f.kind, original_steps=f.verdict.steps, steps=f.minimal_verdict.steps,
                    requests=sum(1 for evs in f.minimal.events.values() for e in evs
@@ -64,7 +67,9 @@ def _describe(row: dict) -> str:
         return f"{row['bug']:<22} seed {row['seed']}: NOT found in {row['workloads']} workloads, {row['seconds']} s"
     return (f"{row['bug']:<22} seed {row['seed']}: found after {row['workloads']} workload(s), {row['seconds']} s "
             f"({row['cpu_seconds']} s CPU), {row['kind']}, shrunk to {row['steps']} steps / {row['requests']} "
-            f"request(s) in {row['shrink_runs']} runs, {row['shrink_seconds']} s")
+            f"request(s) in {row['shrink_runs']} runs, {row['shrink_seconds']} s; in all "
+            f"{row.get('total_seconds', '-')} s wall, {row.get('total_cpu_seconds', '-')} s CPU "
+            f"(jobs {row.get('jobs', 1)}, load {row.get('load', '-')})")
 
 
 def summarise(bug: str, rows: list[dict]) -> dict:
@@ -75,7 +80,12 @@ def summarise(bug: str, rows: list[dict]) -> dict:
         workloads=_median([r["workloads"] if r["found"] else inf for r in rows]),
         seconds=_median([r["seconds"] if r["found"] else inf for r in rows]),
         cpu_seconds=_median([r["cpu_seconds"] if r["found"] else inf for r in rows]),
-        total_cpu=_median([r["cpu_seconds"] + r.get("shrink_seconds", 0.0) if r["found"] else inf for r in rows]),
+        # found and shrunk: the hunt's own CPU count where the row has it (workers included), else
+        # the search's CPU plus the shrinking's wall seconds (older rows; one hunt a core: about equal)
+        total_cpu=_median([r.get("total_cpu_seconds", r["cpu_seconds"] + r.get("shrink_seconds", 0.0))
+                           if r["found"] else inf for r in rows]),
+        total_wall=_median([r.get("total_seconds", r["seconds"] + r.get("shrink_seconds", 0.0))
+                            if r["found"] else inf for r in rows]),
         shrink_runs=_median([r.get("shrink_runs", 0) for r in found]),
         steps=_median([r["steps"] for r in found]), max_steps=max((r["steps"] for r in found), default=None),
         kinds=sorted({r["kind"] for r in found}),
@@ -104,14 +114,16 @@ def _fmt(x, nd=1):
 def table(results: list[dict], clean: dict | None, meta: dict) -> str:
     lines = [
         "| bug (switched on alone) | found (seeds) | workloads to find (median) | seconds to find (median, wall) "
-        "| CPU seconds to find (median) | shrinking runs (median) | CPU seconds, found and shrunk (median) | failure "
+        "| CPU seconds to find (median) | shrinking runs (median) | CPU seconds, found and shrunk (median) "
+        "| wall seconds, found and shrunk (median) | failure "
         "| engine steps after shrinking (median / max) | fixed engine on the repro |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| `{r['bug']}` | {r['found']} | {_fmt(r['workloads'])} | {_fmt(r['seconds'])} | {_fmt(r['cpu_seconds'])} "
-            f"| {_fmt(r.get('shrink_runs'))} | {_fmt(r.get('total_cpu'))} | {', '.join(r['kinds']) or '-'} | {_fmt(r['steps'])} / {_fmt(r['max_steps'])} "
+            f"| {_fmt(r.get('shrink_runs'))} | {_fmt(r.get('total_cpu'))} | {_fmt(r.get('total_wall'))} "
+            f"| {', '.join(r['kinds']) or '-'} | {_fmt(r['steps'])} / {_fmt(r['max_steps'])} "
             f"| {'OK' if r['control_ok'] else ('FAILS' if r['control_ok'] is False else '-')} |")
     out = "\n".join(lines)
     if clean is not None:
@@ -137,6 +149,8 @@ def main(argv=None) -> int:
     p.add_argument("--json-out", help="also write the raw results here")
     p.add_argument("--jobs", type=int, default=1, help="hunts run in parallel processes (default 1: timings "
                    "are then one core's)")
+    p.add_argument("--hunt-jobs", type=int, default=1,
+                   help="each hunt's own worker processes (hunt(jobs=N), as `hunt --jobs N`); only with --jobs 1")
     p.add_argument("--out", default=str(ROOT / "docs" / "hunt.md"), help="markdown file to write ('' to skip)")
     p.add_argument("--rows", help="print the table of a finished run's rows (the --json-out FILE.rows), run nothing")
     args = p.parse_args(argv)
@@ -151,7 +165,9 @@ def main(argv=None) -> int:
     meta = dict(machine=f"{os.cpu_count()} CPU core(s)", device=DEVICE_TYPE,
                 load=" ".join(f"{x:.1f}" for x in os.getloadavg()), date=time.strftime("%Y-%m-%d"))
     bugs = [b for b in args.bugs.split(",") if b]
-    jobs = [(b, seed, args.budget, args.shrink_runs) for b in bugs for seed in range(args.seeds)]
+    if args.hunt_jobs > 1 and args.jobs > 1:
+        p.error("--hunt-jobs N > 1 needs --jobs 1 (a pool's processes cannot start their own)")
+    jobs = [(b, seed, args.budget, args.shrink_runs, args.hunt_jobs) for b in bugs for seed in range(args.seeds)]
     rows: list[dict] = []
     rows_file = open(args.json_out + ".rows", "w") if args.json_out else None  # noqa: SIM115 - kept open
 

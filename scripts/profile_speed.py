@@ -94,6 +94,9 @@ def main(argv=None) -> int:
                     help="no cProfile: report wall and process CPU seconds only (for before/after timings)")
     ap.add_argument("--plain-interpreter", action="store_true",
                     help="without mambalab.lab.interpreter_cache (the interpreter as shipped: the 'before')")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="hunts: worker processes (hunt(jobs=N)); with N > 1 use --no-profile (the runs happen "
+                         "in the workers, so 'engine runs' counts only this process's and cProfile sees none)")
     ap.add_argument("--torch-threads", type=int, help="torch.set_num_threads(N) first (plan evidence)")
     ap.add_argument("--no-overflow-asserts", action="store_true",
                     help="Triton's int32-overflow asserts off, as a hunt runs (plan evidence for replays)")
@@ -154,12 +157,17 @@ def main(argv=None) -> int:
             m.run = counted
         try:
             bugs = BugConfig() if args.what == "clean" else BugConfig.with_bugs(args.bug)
-            r = H.hunt(bugs, budget=args.budget, seed=args.seed)
+            r = H.hunt(bugs, budget=args.budget, seed=args.seed, jobs=args.jobs)
         finally:
             for m, f in saved:
                 m.run = f
-        extra["engine runs"] = runs["n"]
+        extra["engine runs"] = runs["n"] if args.jobs == 1 else "(in the workers)"
         extra["workloads"] = r.workloads
+        if args.jobs > 1:
+            extra["jobs"] = args.jobs
+            extra["CPU seconds, this process and the workers"] = round(r.total_cpu_seconds, 2)
+            extra["workloads per CPU second"] = round(r.workloads / r.total_cpu_seconds, 2)
+            extra["workloads per wall second"] = round(r.workloads / r.total_seconds, 2)
         if r.found is not None:
             extra["found at workload"] = r.found.index + 1
             if r.found.shrunk is not None:

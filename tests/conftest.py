@@ -26,6 +26,7 @@ SLOW = {
     "test_notebooks.py": None,
     "test_hunt.py": None,
     "test_hunt_worker.py": None,
+    "test_hunt_pool.py": ("test_hunt_with_jobs", "test_a_worker_started"),  # worker processes, real hunts
     "test_dp_processes.py": None,
     "test_dp_gpus.py": None,
     "test_cuda_verdicts.py": None,

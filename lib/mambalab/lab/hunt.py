@@ -22,7 +22,7 @@ On CUDA every run goes to a worker process (:mod:`mambalab.lab.hunt_worker`): a
 real GPU fault breaks the CUDA context of the process that made it, so it
 ends the worker, which is replaced, and is reported as an ``illegal`` verdict.
 
-``python -m mambalab hunt [--bugs id,...] [--budget N] [--seed N] [--device cpu|cuda] [--json]``
+``python -m mambalab hunt [--bugs id,...] [--budget N] [--seed N] [--device cpu|cuda] [--jobs N] [--json]``
 exits 1 when it found a failure, 0 when the budget ran out clean, 2 on bad usage.
 """
 
@@ -93,7 +93,10 @@ class HuntResult:
     shared: list[Shared] = field(default_factory=list)  # skipped: the fixed engine fails them too
     failures: list[dict] = field(default_factory=list)  # --keep-going: every failing workload
     plant: Plant | None = None  # a planted bug the hunt ran under
-    worker_starts: int = 0  # on CUDA: worker processes started (the first, then one after each fault)
+    worker_starts: int = 0  # worker processes started (CUDA: the first, then one after each fault; a pool's)
+    total_seconds: float = 0.0  # wall-clock of the whole hunt, shrinking included
+    total_cpu_seconds: float = 0.0  # CPU of the whole hunt, the pool's workers included
+    jobs: int = 1  # processes that judged runs (1: this one, or the CUDA isolation worker)
 
     @property
     def label(self) -> str:
@@ -111,7 +114,9 @@ class HuntResult:
         out: dict = dict(bugs=sorted(self.bugs.enabled), planted=str(self.plant) if self.plant else None,
                          seed=self.seed, budget=self.budget,
                          workloads=self.workloads, seconds=round(self.seconds, 2),
-                         cpu_seconds=round(self.cpu_seconds, 2),
+                         cpu_seconds=round(self.cpu_seconds, 2), jobs=self.jobs,
+                         total_seconds=round(self.total_seconds, 2),
+                         total_cpu_seconds=round(self.total_cpu_seconds, 2),
                          workloads_per_second=round(self.rate, 3), found=self.found is not None,
                          worker_starts=self.worker_starts,
                          shared_with_fixed=[asdict(s) for s in self.shared], failures=self.failures)
@@ -178,6 +183,28 @@ class HuntResult:
         return "\n".join(lines) + "\n", "\n".join(code)
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process plus those of the hunt pools' live workers (read from /proc where
+    it exists; a worker replaced during a hunt takes its seconds with it)."""
+    import os
+
+    t = time.process_time()
+    try:
+        from mambalab.lab.hunt_pool import _POOLS
+
+        tick = os.sysconf("SC_CLK_TCK")
+        for pool in _POOLS.values():
+            for w in pool.workers:
+                pid = w.pid
+                if pid is not None:
+                    with open(f"/proc/{pid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    t += (int(fields[11]) + int(fields[12])) / tick
+    except (OSError, ValueError, ImportError):
+        pass
+    return t
+
+
 # Kept for scripts that wrap a bare run in it; every engine run takes it itself now (engine/core.py).
 _without_overflow_asserts = without_overflow_asserts
 
@@ -185,7 +212,8 @@ _without_overflow_asserts = without_overflow_asserts
 def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float | None = None,
          do_shrink: bool = True, shrink_runs: int = 150, shrink_time: float | None = None,
          attribute: bool = True, keep_going: bool = False,
-         progress: Callable[[str], None] | None = None, plant: Plant | None = None) -> HuntResult:
+         progress: Callable[[str], None] | None = None, plant: Plant | None = None,
+         jobs: int = 1) -> HuntResult:
     """Run up to ``budget`` random workloads; stop at the first failure and shrink it.
 
     With bugs switched on and ``attribute`` (the default), a failure counts
@@ -195,22 +223,57 @@ def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float
     workload (no shrinking) and run the whole budget, to measure a rate.
     ``plant``: a planted bug (:mod:`mambalab.lab.planted`), active in the bug runs
     and absent from the control runs.
+
+    ``jobs`` > 1: judge runs in that many worker processes
+    (:mod:`mambalab.lab.hunt_pool`), the next workloads and shrinking
+    candidates started ahead while the hunt waits for the one it decides on;
+    the same seed finds the same workload and shrinks it to the same result
+    as ``jobs=1`` (in this process). A plant runs in this process: ``jobs`` is
+    then ignored. ``cpu_seconds`` counts the workers' CPU time too.
     """
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), _cpu_seconds()
     from mambalab.lab.hunt_worker import shared_worker
 
-    starts0 = shared_worker().starts
+    pool = None
+    if jobs > 1 and plant is None:
+        from mambalab.lab.hunt_pool import shared_pool
+
+        pool = shared_pool(jobs)
+        pool.forget()
+    starts0 = shared_worker().starts + (pool.starts if pool else 0)
     fixed = BugConfig()
     suspect = bool(bugs.enabled) or plant is not None
     differential = attribute and suspect
     result = HuntResult(bugs, seed, budget, 0, 0.0, plant=plant)
-    memo = RunMemo(remember_passing=False)  # the search, its control runs and the shrinker share the runs
+    # the search, its control runs and the shrinker share the runs
+    memo = RunMemo(remember_passing=False, pool=pool)
     run = memo.run
+    ahead: dict[int, Workload] = {}
+
+    def workload(j: int) -> Workload:
+        if j not in ahead:
+            ahead[j] = random_hunt_workload(random.Random(workload_seed(seed, j)))
+        return ahead[j]
+
+    def spent() -> tuple[float, float]:
+        return time.perf_counter() - t0, _cpu_seconds() - c0
+
+    def done() -> HuntResult:
+        memo.cancel()
+        result.seconds, result.cpu_seconds = spent()
+        result.total_seconds, result.total_cpu_seconds = result.seconds, result.cpu_seconds
+        result.jobs = pool.jobs if pool else 1
+        result.worker_starts = shared_worker().starts + (pool.starts if pool else 0) - starts0
+        return result
+
     for i in range(budget):
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             break
+        for j in range(i, min(budget, i + memo.lookahead)):  # the next workloads, started ahead
+            memo.prefetch(workload(j), bugs, plant=plant)
         ws = workload_seed(seed, i)
-        w = random_hunt_workload(random.Random(ws))
+        w = workload(i)
+        ahead.pop(i)
         verdict, records = run(w, bugs, plant=plant)
         result.workloads = i + 1
         kind = failure_kind(verdict)
@@ -231,7 +294,8 @@ def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float
             result.failures.append(dict(index=i, workload_seed=ws, kind=kind, summary=verdict.summary(),
                                         config=config_line(w), steps=verdict.steps))
             continue
-        result.seconds, result.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+        memo.cancel()  # the search is over: the workloads started ahead are not needed
+        result.seconds, result.cpu_seconds = spent()
         found = Found(i, ws, kind, verdict, w, control=control)
         if do_shrink:
             memo.remember_passing = True
@@ -243,11 +307,12 @@ def hunt(bugs: BugConfig, *, budget: int = 200, seed: int = 0, time_limit: float
             elif suspect:
                 found.control, _ = run(found.minimal, fixed)
         result.found = found
-        result.worker_starts = shared_worker().starts - starts0
+        seconds = result.seconds, result.cpu_seconds
+        done()
+        result.total_seconds, result.total_cpu_seconds = result.seconds, result.cpu_seconds
+        result.seconds, result.cpu_seconds = seconds  # until found (the shrinking has its own)
         return result
-    result.seconds, result.cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
-    result.worker_starts = shared_worker().starts - starts0
-    return result
+    return done()
 
 
 # ---------------------------------------------------------------------------
@@ -274,6 +339,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-going", action="store_true",
                    help="run the whole budget, listing every failing workload (no shrinking)")
     p.add_argument("--device", choices=["cpu", "cuda"], help="where kernels run (sets MAMBALAB_DEVICE)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="worker processes judging runs ahead of the hunt, which decides as a sequential "
+                        "one would (same result); default: the available CPU cores, at most 4, on the "
+                        "CPU (1: sequential), 1 on CUDA")
     p.add_argument("--json", action="store_true")
     p.add_argument("-v", "--verbose", action="store_true", help="one line per workload on stderr")
     return p
@@ -294,14 +363,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown bug id(s) {', '.join(map(repr, unknown))}; valid ids: {', '.join(valid_bug_ids())}",
               file=sys.stderr)
         return 2
-    if args.budget < 1 or args.shrink_runs < 0 or (args.time_limit is not None and args.time_limit <= 0):
-        print("--budget must be >= 1, --shrink-runs >= 0 and --time-limit > 0", file=sys.stderr)
+    if args.budget < 1 or args.shrink_runs < 0 or (args.time_limit is not None and args.time_limit <= 0) or (
+            args.jobs is not None and args.jobs < 1):
+        print("--budget must be >= 1, --shrink-runs >= 0, --time-limit > 0 and --jobs >= 1", file=sys.stderr)
         return 2
+    jobs = args.jobs
+    if jobs is None:
+        from mambalab.device import DEVICE_TYPE
+        from mambalab.lab.hunt_pool import default_jobs
+
+        jobs = default_jobs() if DEVICE_TYPE == "cpu" else 1
     bugs = BugConfig.with_bugs(ids)
     progress = (lambda s: print(s, file=sys.stderr, flush=True)) if args.verbose else None
     result = hunt(bugs, budget=args.budget, seed=args.seed, time_limit=args.time_limit,
                   do_shrink=not args.no_shrink, shrink_runs=args.shrink_runs, attribute=not args.any_failure,
-                  keep_going=args.keep_going, progress=progress)
+                  keep_going=args.keep_going, progress=progress, jobs=jobs)
     print(json.dumps(result.to_dict(), indent=1, default=str) if args.json else result.report())
     return result.exit_code
 

@@ -8,7 +8,7 @@ ends the worker, which is replaced, and is reported as an ``illegal`` verdict.
 from __future__ import annotations
 
 import contextlib
-from typing import Hashable
+from typing import TYPE_CHECKING, Hashable
 
 from mambalab.lab.bugs import BugConfig
 from mambalab.engine.core import EngineDidNotFinish
@@ -16,6 +16,9 @@ from mambalab.worker.model_runner import StepRecord
 from mambalab.lab.planted import Plant
 from mambalab.lab.verdict import Crash, IllegalAccess, Verdict
 from mambalab.lab.workload import Workload
+
+if TYPE_CHECKING:
+    from mambalab.lab.hunt_pool import RunPool
 
 FAILURE_KINDS = ("divergence", "illegal", "crash", "hang")
 
@@ -101,17 +104,47 @@ class RunMemo:
     :func:`run` reports there; a stored hang at limit ``M`` answers every limit ``<= M``.
     """
 
-    def __init__(self, remember_passing: bool = True) -> None:
+    def __init__(self, remember_passing: bool = True, pool: "RunPool | None" = None) -> None:
         self._runs: dict[Hashable, tuple[int, Verdict, list[StepRecord]]] = {}
         self.hits = 0
         self.misses = 0
         # A hunt's search keeps only failing runs (the shrinker starts from one; thousands of clean
         # workloads need not stay in memory); the shrinker keeps every run.
         self.remember_passing = remember_passing
+        # Worker processes (mambalab.lab.hunt_pool): prefetch() starts runs there ahead of need;
+        # run() answers from them in the caller's order, so the decisions are the sequential ones.
+        self.pool = pool
+
+    @staticmethod
+    def _key(workload: Workload, bugs: BugConfig, plant: Plant | None) -> Hashable:
+        return (workload_key(workload), tuple(sorted(bugs.enabled)), id(plant) if plant is not None else None)
+
+    @property
+    def lookahead(self) -> int:
+        """How many runs :meth:`prefetch` keeps in flight (0: no pool, everything sequential)."""
+        return self.pool.jobs if self.pool is not None else 0
+
+    def prefetch(self, workload: Workload, bugs: BugConfig, max_steps: int = 200,
+                 plant: Plant | None = None) -> None:
+        """Start the run in a pool worker unless this memo answers it already (no pool, or a plant
+        that lives in this process only: nothing)."""
+        if self.pool is None or plant is not None:
+            return
+        key = self._key(workload, bugs, plant)
+        got = self._runs.get(key)
+        if got is not None and not (isolated(plant) and got[0] != max_steps) and (
+                failure_kind(got[1]) != "hang" or max_steps <= got[0]):
+            return  # run() answers it from what is stored
+        self.pool.submit((key, max_steps), workload, bugs, max_steps)
+
+    def cancel(self) -> None:
+        """Drop the prefetched runs that no worker has started yet."""
+        if self.pool is not None:
+            self.pool.cancel_queued()
 
     def run(self, workload: Workload, bugs: BugConfig, max_steps: int = 200,
             plant: Plant | None = None) -> tuple[Verdict, list[StepRecord]]:
-        key = (workload_key(workload), tuple(sorted(bugs.enabled)), id(plant) if plant is not None else None)
+        key = self._key(workload, bugs, plant)
         got = self._runs.get(key)
         if got is not None and isolated(plant) and got[0] != max_steps:
             got = None  # on CUDA a fault outside a step has no step: only the same limit answers
@@ -128,7 +161,11 @@ class RunMemo:
                 self.hits += 1
                 return _unfinished(max_steps), []
         self.misses += 1
-        verdict, records = run(workload, bugs, max_steps, plant)
+        if self.pool is not None and plant is None:
+            self.pool.submit((key, max_steps), workload, bugs, max_steps)  # a no-op when prefetched
+            verdict, records = self.pool.result((key, max_steps))
+        else:
+            verdict, records = run(workload, bugs, max_steps, plant)
         if (got is None or max_steps > got[0]) and (self.remember_passing or not verdict.ok):
             self._runs[key] = (max_steps, verdict, records)
         return verdict, records

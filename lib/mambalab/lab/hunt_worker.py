@@ -20,8 +20,10 @@ one process per worker, and a dead worker is reported, not inherited).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing as mp
 import pickle
+import sys
 from typing import Any, Callable
 
 
@@ -73,6 +75,23 @@ def _serve(conn) -> None:
             return
 
 
+@contextlib.contextmanager
+def _main_not_inherited():
+    """While a child starts: keep a spawned (or forkserver) child from re-running the parent's
+    ``__main__`` script, as multiprocessing does by default. The worker runs only functions of
+    mambalab's modules; a script without an ``if __name__ == "__main__"`` guard (a notebook's
+    helper, a benchmark) would otherwise run again, hunt included, in every worker."""
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+    try:
+        for k in saved:
+            setattr(main, k, None) if k == "__spec__" else delattr(main, k)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(main, k, v)
+
+
 class Worker:
     """One spawned child process that runs module-level functions for the parent.
 
@@ -83,29 +102,61 @@ class Worker:
     died during the call.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, method: str = "spawn") -> None:
         self._proc = None
         self._conn = None
+        self._busy: str | None = None  # what the child is running (between submit and collect)
+        self.method = method  # "spawn" on CUDA; a pool on the CPU may fork from a forkserver
         self.starts = 0  # how many processes this worker has started
 
     def _start(self) -> None:
-        ctx = mp.get_context("spawn")
+        ctx = mp.get_context(self.method)
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="mambalab-hunt-worker")
-        proc.start()
+        with _main_not_inherited():
+            proc.start()
         child.close()
         self._proc, self._conn = proc, parent
         self.starts += 1
 
     def call(self, fn: Callable, *args: Any) -> tuple[Any, bool, str]:
+        self.submit(fn, *args)
+        return self.collect()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a :meth:`submit` waits for its :meth:`collect`."""
+        return self._busy is not None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (None before it starts and after it ends)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def connection(self):
+        """The pipe a submitted call's answer arrives on (for ``multiprocessing.connection.wait``)."""
+        return self._conn
+
+    def submit(self, fn: Callable, *args: Any) -> None:
+        """Start ``fn(*args)`` in the child and return at once; :meth:`collect` waits for it."""
+        assert self._busy is None, "collect() the previous call first"
         if self._proc is None or not self._proc.is_alive():
             self.close()
             self._start()
-        what = getattr(fn, "__qualname__", repr(fn))
+        self._busy = getattr(fn, "__qualname__", repr(fn))
         try:
             self._conn.send((fn, args))
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass  # collect() reports the dead child
+
+    def collect(self) -> tuple[Any, bool, str]:
+        """The submitted call's ``(result, healthy, error)``, as :meth:`call` returns it."""
+        what, self._busy = self._busy, None
+        assert what is not None, "nothing was submitted"
+        try:
             status, value, healthy, error = self._conn.recv()
-        except (EOFError, BrokenPipeError, ConnectionResetError):
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             self._proc.join(timeout=30)
             code = self._proc.exitcode
             self._proc = self._conn = None
@@ -118,7 +169,10 @@ class Worker:
         return value, healthy, error
 
     def close(self) -> None:
-        """Stop the child (if any)."""
+        """Stop the child (if any; one still running a call is killed)."""
+        if self._busy is not None and self._proc is not None:
+            self._proc.kill()
+        self._busy = None
         if self._conn is not None:
             try:
                 self._conn.send(None)

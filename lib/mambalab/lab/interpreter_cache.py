@@ -86,11 +86,62 @@ def _langs(fn: Any) -> frozenset[int]:
     return ids
 
 
+# The launch's own patch, recorded the first time for a set of language modules: the attributes
+# it set, in order, each with the value it found there and the value it put. A later launch replays
+# the same assignments (the same wrappers: they are stateless functions of the interpreter's module
+# globals) after checking, one by one, that it finds what the recording found; on any difference
+# (something else rebound the language meanwhile) it undoes them and patches as the interpreter does.
+_RECORDED: dict[frozenset[int], list[tuple[Any, str, Any, Any]]] = {}
+
+
+def _record(scope: Any) -> list[tuple[Any, str, Any, Any]] | None:
+    changes = getattr(scope, "_changes", None)
+    if not isinstance(changes, list):
+        return None
+    out = []
+    for change in changes:
+        if not (isinstance(change, tuple) and len(change) == 3):
+            return None
+        obj, name, original = change
+        out.append((obj, name, original, None))
+    # the values put: replay the scope's assignments' results, read back in order
+    current: dict[tuple[int, str], Any] = {}
+    for i in range(len(out) - 1, -1, -1):
+        obj, name, original, _ = out[i]
+        key = (id(obj), name)
+        put = current.get(key, getattr(obj, name, None))
+        out[i] = (obj, name, original, put)
+        current[key] = original
+    return out
+
+
+def _replay(recorded: list[tuple[Any, str, Any, Any]]) -> Any:
+    scope_type = getattr(_INTERP, "_LangPatchScope", None)
+    if scope_type is None:
+        return None
+    scope = scope_type()
+    missing = getattr(_INTERP, "_MISSING", object())
+    for obj, name, original, put in recorded:
+        if getattr(obj, name, missing) is not original:
+            scope.restore()
+            return None
+        scope.set_attr(obj, name, put)
+    return scope
+
+
 def _patch_lang_once(fn: Any) -> Any:
     langs = _langs(fn)
     if langs and _PATCHED and langs <= _PATCHED:
         return _NO_SCOPE
-    scope = _ORIGINALS["_patch_lang"](fn)
+    scope = None
+    if not _PATCHED and langs in _RECORDED:
+        scope = _replay(_RECORDED[langs])
+    if scope is None:
+        scope = _ORIGINALS["_patch_lang"](fn)
+        if not _PATCHED and langs:
+            recorded = _record(scope)
+            if recorded is not None:
+                _RECORDED[langs] = recorded
     first = not _PATCHED
     _PATCHED.update(langs)
     # The first patch of a launch is the grid executor's, which restores its scope at the end;

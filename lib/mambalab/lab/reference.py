@@ -15,10 +15,65 @@ from mambalab.engine.core import Engine, EngineCrash
 from mambalab.lab.verdict import STATE_ATOL, Crash, Divergence, IllegalAccess, Verdict
 
 
-def reference_output(engine: Engine, prompt: list[int], max_tokens: int) -> list[int]:
-    """Greedy tokens of a request run alone (capped where the engine caps it: max_model_len)."""
+class _ReferenceMemo:
+    """The reference's answers by content: a shrinker judges dozens of candidates that hold the
+    same requests, each on a new engine with the same model. The key is everything the model can
+    read (its tensors' bytes, its plain values; ``worker/cuda_graph.py``'s reach), the identity of
+    every function of mambalab's modules (a plant or a monkeypatch is another key) and the tokens;
+    the answer is what ``greedy_ref`` / ``forward_ref`` returned, copied out to each caller."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._entries: dict = {}
+        self._model_keys: dict[int, tuple] = {}  # one judge(): the model's key, computed once
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def model_key(model) -> str:
+        import hashlib
+
+        from mambalab.worker.cuda_graph import _code_fingerprint, _reach, _storage_bytes
+
+        leaves, storages = _reach(model)
+        h = hashlib.blake2b(repr((leaves, _code_fingerprint())).encode(), digest_size=20)
+        for t in storages:
+            h.update(_storage_bytes(t).cpu().numpy().tobytes())
+        return h.hexdigest()
+
+    def get(self, model_key: str, what: str, tokens: tuple, compute):
+        key = (model_key, what, tokens)
+        if key in self._entries:
+            self.hits += 1
+            return self._entries[key]
+        self.misses += 1
+        out = compute()
+        if len(self._entries) >= self.max_entries:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[key] = out
+        return out
+
+
+_MEMO = _ReferenceMemo()
+
+
+def reference_output(engine: Engine, prompt: list[int], max_tokens: int, model_key: str | None = None) -> list[int]:
+    """Greedy tokens of a request run alone (capped where the engine caps it: max_model_len).
+    ``model_key``: :meth:`_ReferenceMemo.model_key` of ``engine.model``, when the caller has it (the
+    answer then comes from the memo when the same model saw the same request)."""
     room = engine.cfg.runner.max_model_len - len(prompt)
-    return engine.model.greedy_ref(prompt, max(0, min(max_tokens, room)))
+    n = max(0, min(max_tokens, room))
+    if model_key is None:
+        return engine.model.greedy_ref(prompt, n)
+    return list(_MEMO.get(model_key, f"greedy {n}", tuple(prompt),
+                          lambda: tuple(engine.model.greedy_ref(prompt, n))))
+
+
+def _final_state_ref(engine: Engine, tokens: list[int], model_key: str) -> dict[str, torch.Tensor]:
+    """``forward_ref(tokens)``'s final state (from the memo: the caller gets its own copies)."""
+    st = _MEMO.get(model_key, "state", tuple(tokens),
+                   lambda: {k: v.clone() for k, v in engine.model.forward_ref(tokens)[1].items()})
+    return {k: v.clone() for k, v in st.items()}
 
 
 def judge(engine: Engine, crash: EngineCrash | None = None) -> Verdict:
@@ -35,8 +90,9 @@ def judge(engine: Engine, crash: EngineCrash | None = None) -> Verdict:
         elif v.illegal is None:
             v.crash = Crash.in_step(crash.step, crash.rank, err)
         return v
+    model_key = _MEMO.model_key(engine.model) if engine.results else None
     for res in engine.results.values():
-        expected = reference_output(engine, res.prompt, res.max_tokens)
+        expected = reference_output(engine, res.prompt, res.max_tokens, model_key)
         got = res.output
         n = len(got) if res.status == "aborted" else max(len(got), len(expected))
         for i in range(n):
@@ -47,7 +103,7 @@ def judge(engine: Engine, crash: EngineCrash | None = None) -> Verdict:
                 v.divergences.append(Divergence("token", res.req_id, res.rank, step, i, e, g))
                 break
         if res.final_state is not None and res.output:
-            _, ref_state = engine.model.forward_ref(res.prompt + res.output[:-1])
+            ref_state = _final_state_ref(engine, res.prompt + res.output[:-1], model_key)
             for key, ref in ref_state.items():
                 got_t = res.final_state[key].to(ref.device, ref.dtype)
                 if key.endswith("conv"):

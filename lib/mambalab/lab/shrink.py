@@ -220,6 +220,51 @@ def _families(w: Workload, verdict: Verdict, records: list[StepRecord]) -> list[
 NUM_FAMILIES = 8
 
 
+class _Ahead:
+    """An iterator of candidates that can be looked into ahead (:meth:`peek`) without changing what
+    it yields, nor when: an exception the underlying generator raises while peeking is raised
+    where the plain iteration would have met it."""
+
+    _RAISE = object()
+
+    def __init__(self, it: Iterator) -> None:
+        self._it = it
+        self._buf: list = []
+        self._end = False
+
+    def __iter__(self) -> "_Ahead":
+        return self
+
+    def __next__(self):
+        if self._buf:
+            item = self._buf.pop(0)
+            if isinstance(item, tuple) and item and item[0] is _Ahead._RAISE:
+                raise item[1]
+            return item
+        if self._end:
+            raise StopIteration
+        return next(self._it)
+
+    def peek(self, n: int, wanted: Callable, most: int = 64) -> list:
+        """Up to ``n`` of the next items for which ``wanted(item)`` holds (looking at most ``most``
+        items ahead); they stay to be yielded in order."""
+        out = [x for x in self._buf if not (isinstance(x, tuple) and x and x[0] is _Ahead._RAISE) and wanted(x)]
+        while len(out) < n and not self._end and len(self._buf) < most:
+            try:
+                item = next(self._it)
+            except StopIteration:
+                self._end = True
+                break
+            except Exception as e:  # noqa: BLE001 - raised again where iteration reaches it
+                self._buf.append((_Ahead._RAISE, e))
+                self._end = True
+                break
+            self._buf.append(item)
+            if wanted(item):
+                out.append(item)
+        return out[:n]
+
+
 @dataclass
 class ShrinkResult:
     workload: Workload
@@ -290,7 +335,8 @@ def shrink(workload: Workload, bugs: BugConfig, verdict: Verdict, records: list[
                     polish = family.__name__ in POLISH and cur_v.steps <= TARGET_STEPS
                     # the cut at the failure step first, every time: one run, and a kept candidate
                     # often fails earlier than the workload it came from
-                    cands = family() if fam == 0 else itertools.chain(families[0](), family())
+                    cands = _Ahead(family() if fam == 0 else itertools.chain(families[0](), family()))
+                    limit = max(1, cur_v.steps)
                     for what, cand in cands:
                         if out_of_budget() or (polish and state["polish"] >= polish_runs):
                             break
@@ -298,9 +344,14 @@ def shrink(workload: Workload, bugs: BugConfig, verdict: Verdict, records: list[
                         if k in seen or not cand.events:
                             continue
                         seen.add(k)
+                        if memo.lookahead > 1:  # the next candidates start in the pool's other workers
+                            memo.prefetch(cand, bugs, limit, plant)
+                            for _, nxt in cands.peek(memo.lookahead - 1,
+                                                     lambda c: c[1].events and _key(c[1]) not in seen):
+                                memo.prefetch(nxt, bugs, limit, plant)
                         before = state["runs"]
                         try:
-                            v, r = run(cand, bugs, max(1, cur_v.steps), plant)
+                            v, r = run(cand, bugs, limit, plant)
                         except Exception:  # noqa: BLE001 - an invalid variant (e.g. a prompt the engine refuses)
                             state["runs"] += 1
                             continue
@@ -311,6 +362,7 @@ def shrink(workload: Workload, bugs: BugConfig, verdict: Verdict, records: list[
                             continue
                         if strict and not baseline_ok(cand).ok:
                             continue
+                        memo.cancel()  # the candidates started ahead were of the old workload
                         chain.append((cand, v, r))
                         kept.append(what)
                         log.append(f"{what}: {v.steps} steps")

@@ -175,13 +175,17 @@ class ModelRunner:
     def _decode_body(self, md: MambaAttentionMetadata, num_tokens: int):
         bs = md.state_indices_tensor_d.shape[0]
         spec = self.cfg.num_speculative_tokens > 0
+        # The body closes over what it reads, not over the runner: the CPU capture memo keys on
+        # everything a body reaches, so two DP ranks' identical captures (they differ only in
+        # ``rank``, which the body never reads) are one entry (worker/cuda_graph.py).
+        builder, buffers, model, state, bugs = self.builder, self.buffers, self.model, self.state, self.bugs
 
         def body() -> torch.Tensor:
-            src, dst, na = self.builder.decode_state_slots(md)
-            qsl = self.buffers.query_start_loc.gpu[: bs + 1] if src.dim() == 2 else None
-            return self.model.forward_decode(
-                self.buffers.input_ids.gpu[:num_tokens], self.state, src, dst,
-                na if spec else None, qsl, bugs=self.bugs)
+            src, dst, na = builder.decode_state_slots(md)
+            qsl = buffers.query_start_loc.gpu[: bs + 1] if src.dim() == 2 else None
+            return model.forward_decode(
+                buffers.input_ids.gpu[:num_tokens], state, src, dst,
+                na if spec else None, qsl, bugs=bugs)
 
         return body
 
