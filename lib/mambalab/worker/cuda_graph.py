@@ -91,6 +91,16 @@ def _storage_bytes(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(st, 0, (st.nbytes(),), (1,))
 
 
+_PINNED: dict[int, object] = {}
+
+
+def _pinned_id(o) -> int:
+    """``id(o)``, with ``o`` kept alive for the life of the process: an id in a memo key must never
+    be handed to a new object (a plant made after an old one was collected could take its id and
+    be served the old plant's captures)."""
+    return id(_PINNED.setdefault(id(o), o))
+
+
 def _reach(root) -> tuple[list, list[torch.Tensor]]:
     """What ``root`` (a body) can read: plain values with their paths, and the distinct storages of
     the tensors it reaches (one per storage, in a stable order)."""
@@ -125,7 +135,7 @@ def _reach(root) -> tuple[list, list[torch.Tensor]]:
         elif isinstance(o, (set, frozenset)):
             leaves.append((path, sorted(map(repr, o))))
         elif isinstance(o, types.FunctionType):
-            leaves.append((path, o.__module__, o.__qualname__, id(o.__code__)))
+            leaves.append((path, o.__module__, o.__qualname__, _pinned_id(o.__code__)))
             stack.extend((f"{path}.<{i}>", c.cell_contents) for i, c in enumerate(o.__closure__ or ()))
         elif isinstance(o, types.MethodType):
             leaves.append((path, o.__func__.__module__, o.__func__.__qualname__))
@@ -147,9 +157,9 @@ def _code_fingerprint() -> tuple:
             if isinstance(v, (bool, int, float, str)):
                 out.append((name, attr, v))
             elif callable(v):
-                out.append((name, attr, id(v)))
+                out.append((name, attr, _pinned_id(v)))
                 if isinstance(v, type) and v.__module__ == name:
-                    out.extend((name, attr, a, id(x)) for a, x in vars(v).items() if callable(x))
+                    out.extend((name, attr, a, _pinned_id(x)) for a, x in vars(v).items() if callable(x))
     return tuple(out)
 
 

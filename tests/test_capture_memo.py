@@ -1,0 +1,30 @@
+"""The CPU capture memo's key never confuses two functions (``worker/cuda_graph.py``)."""
+
+import gc
+
+import mambalab.worker.cuda_graph as cg
+
+
+def test_an_id_in_a_key_is_never_reused_by_a_new_function():
+    # A plant that is collected must not lend its id to the next one: the next would be
+    # served the first one's captures (seen: three guards of the mechanism grid on one key).
+    mod = cg
+    name = "_memo_test_plant"
+    keys, ids = set(), set()
+    for value in range(50):
+        f = eval(f"lambda: {value}")  # a fresh function (and code object) each time
+        setattr(mod, name, f)
+        keys.add(cg._code_fingerprint())
+        leaves, _ = cg._reach(f)
+        ids.add(leaves[0][3])
+        delattr(mod, name)
+        del f
+        gc.collect()
+    assert len(keys) == 50  # every plant is another key
+    assert len(ids) == 50  # and every code object another id
+
+
+def test_pinning_returns_the_id_of_a_live_object():
+    obj = object()
+    assert cg._pinned_id(obj) == id(obj)
+    assert cg._PINNED[id(obj)] is obj
