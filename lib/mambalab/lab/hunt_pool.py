@@ -26,6 +26,7 @@ from collections import deque
 from multiprocessing.connection import wait
 from typing import Hashable
 
+from mambalab.lab.hunt_run import _run_in_worker
 from mambalab.lab.hunt_worker import Worker, WorkerDied
 
 PRELOAD = ["mambalab.lab.hunt_pool", "mambalab.lab.hunt_run", "mambalab.lab.scenarios"]
@@ -42,14 +43,6 @@ def available_cpus() -> int:
 def default_jobs() -> int:
     """The CLI's default ``--jobs``: every available core, at most 4 (one core: 1, sequential)."""
     return max(1, min(4, available_cpus()))
-
-
-def _run_here(workload, bugs, max_steps):
-    """A pool worker's job: :func:`mambalab.lab.hunt_run.run` in this process (never in a further
-    worker), an exception that broke the CUDA context reported as in the isolation worker."""
-    from mambalab.lab.hunt_run import _run_in_worker
-
-    return _run_in_worker(workload, bugs, max_steps)
 
 
 class RunPool:
@@ -102,7 +95,7 @@ class RunPool:
             if i not in self._running:
                 key = self._queue.popleft()
                 self._running[i] = key
-                w.submit(_run_here, *self._jobs[key])
+                w.submit(_run_in_worker, *self._jobs[key])  # the isolation worker's job
 
     def _collect(self, i: int) -> None:
         key = self._running.pop(i)
@@ -122,8 +115,7 @@ class RunPool:
     def result(self, key: Hashable):
         """The run's ``(verdict, records)``, as :func:`mambalab.lab.hunt_run.run` returns them."""
         from mambalab.engine.core import EngineDidNotFinish
-        from mambalab.lab.hunt_run import _gpu_fault, _unfinished
-        from mambalab.lab.verdict import Crash, Verdict
+        from mambalab.lab.hunt_run import _unfinished, worker_answer, worker_died
 
         if not self.has(key):
             raise KeyError(key)
@@ -136,16 +128,13 @@ class RunPool:
             self._pump()
         out = self._done.pop(key)
         if out[0] == "died":
-            return Verdict(ok=False, crash=Crash("worker", str(out[1]))), []
+            return worker_died(out[1])
         if out[0] == "raise":
             e = out[1]
             if isinstance(e, EngineDidNotFinish):
                 return _unfinished(e.max_steps), []
             raise e
-        _, (verdict, records), healthy, error = out
-        if not healthy and verdict.ok:  # the fault surfaced only at the worker's final check
-            return _gpu_fault(verdict.steps, verdict.steps, f"{error} (seen after the last step)"), records
-        return verdict, records
+        return worker_answer(out[1:])
 
     def cancel_queued(self) -> None:
         """Drop the runs no worker has started (what runs now finishes; its answer waits here)."""

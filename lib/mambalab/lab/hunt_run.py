@@ -54,6 +54,20 @@ def _run_in_worker(workload: Workload, bugs: BugConfig, max_steps: int) -> tuple
         return _gpu_fault(0, max_steps, f"{error} (raised outside a step: {type(e).__name__})"), []
 
 
+def worker_answer(answer: tuple) -> tuple[Verdict, list[StepRecord]]:
+    """A worker's ``((verdict, records), healthy, error)`` for :func:`_run_in_worker` as :func:`run`
+    returns it: a fault that surfaced only at the worker's final check is an ``illegal`` verdict."""
+    (verdict, records), healthy, error = answer
+    if not healthy and verdict.ok:
+        return _gpu_fault(verdict.steps, verdict.steps, f"{error} (seen after the last step)"), records
+    return verdict, records
+
+
+def worker_died(e: Exception) -> tuple[Verdict, list[StepRecord]]:
+    """A worker process that ended in the middle of a run, as a ``crash`` verdict."""
+    return Verdict(ok=False, crash=Crash("worker", str(e))), []
+
+
 def isolated(plant: Plant | None = None) -> bool:
     """Whether :func:`run` uses the worker process: on CUDA, unless a plant is active (a plant swaps
     a function of *this* process, and a learner's function defined in a notebook cannot be sent)."""
@@ -78,12 +92,10 @@ def run(workload: Workload, bugs: BugConfig, max_steps: int = 200,
             from mambalab.lab.hunt_worker import WorkerDied, shared_worker
 
             try:
-                (verdict, records), healthy, error = shared_worker().call(_run_in_worker, workload, bugs, max_steps)
+                answer = shared_worker().call(_run_in_worker, workload, bugs, max_steps)
             except WorkerDied as e:
-                return Verdict(ok=False, crash=Crash("worker", str(e))), []
-            if not healthy and verdict.ok:  # the fault surfaced only at the worker's final check
-                return _gpu_fault(verdict.steps, verdict.steps, f"{error} (seen after the last step)"), records
-            return verdict, records
+                return worker_died(e)
+            return worker_answer(answer)
         with plant if plant is not None else contextlib.nullcontext():
             return run_workload(workload, bugs, max_steps=max_steps)
     except EngineDidNotFinish as e:
