@@ -25,21 +25,14 @@ class _ReferenceMemo:
     def __init__(self, max_entries: int = 4096) -> None:
         self.max_entries = max_entries
         self._entries: dict = {}
-        self._model_keys: dict[int, tuple] = {}  # one judge(): the model's key, computed once
         self.hits = 0
         self.misses = 0
 
     @staticmethod
     def model_key(model) -> str:
-        import hashlib
+        from mambalab.worker.cuda_graph import _reach, content_key
 
-        from mambalab.worker.cuda_graph import _code_fingerprint, _reach, _storage_bytes
-
-        leaves, storages = _reach(model)
-        h = hashlib.blake2b(repr((leaves, _code_fingerprint())).encode(), digest_size=20)
-        for t in storages:
-            h.update(_storage_bytes(t).cpu().numpy().tobytes())
-        return h.hexdigest()
+        return content_key(*_reach(model))
 
     def get(self, model_key: str, what: str, tokens: tuple, compute):
         key = (model_key, what, tokens)

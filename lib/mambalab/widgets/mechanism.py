@@ -141,7 +141,7 @@ class _Grid:
         raise NotImplementedError
 
     def run(self, row, col) -> tuple[Verdict, bytes | None, str]:
-        from mambalab.workbook.fix_it import finish
+        from mambalab.workbook.tracer import finish
 
         return finish(self.run_units(row, col))
 

@@ -46,6 +46,7 @@ from mambalab.lab.reference import judge
 from mambalab.lab.scenarios import scenario_for, signatures
 from mambalab.lab.verdict import Crash, Verdict
 from mambalab.viz.text import Text
+from mambalab.workbook.tracer import finish
 
 
 class LearnerError(RuntimeError):
@@ -176,30 +177,11 @@ def run_workload_planted(workload, bugs: BugConfig, plants: list[Plant], max_ste
     return finish(run_workload_planted_units(workload, bugs, plants, max_steps))
 
 
-def finish(units):
-    """Run a generator of units (``..._units`` here, ``tracer.trace_units``) to its end; its return value."""
-    while True:
-        try:
-            next(units)
-        except StopIteration as stop:
-            return stop.value
-
-
-_PINNED: dict[int, object] = {}  # every replacement ever planted here, kept alive (see ``planted``)
-
-
 @contextlib.contextmanager
 def planted(plants: list[Plant]):
-    """Every plant of ``plants`` active inside the block.
-
-    The replacements are kept alive for the rest of the process: the CPU
-    capture memo (``worker/cuda_graph.py``) tells plants apart by the ``id()``
-    of the planted function, and a new function allocated where a dead one
-    was gets its id, so two different guards planted one after the other
-    could share a key and replay each other's captures (seen: the grid's
-    ``-1 × >= 0`` judged OK with the ``> null`` guard's captures). Pinned,
-    no replacement's id is ever reused by another."""
-    _PINNED.update((id(p.replacement), p.replacement) for p in plants)
+    """Every plant of ``plants`` active inside the block. (The CPU capture memo tells plants apart by
+    the ``id()`` of the planted function; ``worker/cuda_graph.py`` pins every id it keys on, so a
+    collected plant's id is never reused by another.)"""
     with contextlib.ExitStack() as stack:
         for p in plants:
             stack.enter_context(p)
@@ -356,5 +338,5 @@ FIXES: dict[str, FixIt] = {f.id: f for f in [
 
 
 __all__ = ["FIXES", "FixIt", "FixResult", "LearnerError", "check_fix", "reveal_fix", "run_planted",
-           "run_workload_planted", "run_workload_planted_units", "finish", "planted", "guard_plants",
+           "run_workload_planted", "run_workload_planted_units", "planted", "guard_plants",
            "stale_rows_plants", "is_prefilling_plants", "spec_gather_plants"]

@@ -65,8 +65,13 @@ def trace(
     interpreter; each DP rank gets its own log). The verdict is the one
     ``replay`` gives: same workload, same judge.
     """
-    units = trace_units(what, fixed=fixed, bugs=bugs, seed=seed, at=at, record_access=record_access,
-                        max_steps=max_steps)
+    return finish(trace_units(what, fixed=fixed, bugs=bugs, seed=seed, at=at, record_access=record_access,
+                              max_steps=max_steps))
+
+
+def finish(units):
+    """Run a generator of units (:func:`trace_units`, ``fix_it.run_workload_planted_units``) to its end;
+    its return value."""
     while True:
         try:
             next(units)

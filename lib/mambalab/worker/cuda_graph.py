@@ -163,6 +163,16 @@ def _code_fingerprint() -> tuple:
     return tuple(out)
 
 
+def content_key(leaves: list, storages: list[torch.Tensor], *extra) -> str:
+    """A digest of what :func:`_reach` found (plain values, the storages' bytes), the code of
+    mambalab's modules (:func:`_code_fingerprint`) and ``extra``: equal keys, equal inputs."""
+    h = hashlib.blake2b(digest_size=20)
+    h.update(repr((leaves, _code_fingerprint(), *extra)).encode())
+    for t in storages:
+        h.update(_storage_bytes(t).cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
 class _CaptureMemo:
     """CPU captures by content: what a capture wrote (per storage) and what it returned."""
 
@@ -176,11 +186,7 @@ class _CaptureMemo:
     def _key(self, leaves: list, storages: list[torch.Tensor]) -> str:
         from mambalab.lab import sanitizer
 
-        h = hashlib.blake2b(digest_size=20)
-        h.update(repr((leaves, _code_fingerprint(), sanitizer.is_active())).encode())
-        for t in storages:
-            h.update(_storage_bytes(t).cpu().numpy().tobytes())
-        return h.hexdigest()
+        return content_key(leaves, storages, sanitizer.is_active())
 
     def capture(self, body: Callable[[], torch.Tensor]) -> torch.Tensor:
         from mambalab.lab import sanitizer
