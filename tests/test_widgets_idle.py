@@ -15,7 +15,8 @@ from matplotlib.image import imread
 
 from mambalab.lab.bugs import BugConfig
 from mambalab.widgets import bug_panel, clear_caches, idle
-from mambalab.widgets.session import _REFS, _SESSIONS
+from mambalab.lab import reference
+from mambalab.widgets.session import _SESSIONS
 
 
 @pytest.fixture(autouse=True)
@@ -72,12 +73,12 @@ def test_idle_work_runs_the_whole_verdict_when_the_panel_shows_it():
 def test_references_are_computed_once_for_both_sides_of_the_fix():
     p = bug_panel("pad-minus-one", auto_verdict=False)
     p.run_idle_work()
-    n = len(_REFS)
+    n = reference._MEMO.misses
     assert n >= 3 and not list(p.session.reference_jobs())  # every request's reference is memoised
     p.replay_button.click()
     p.fix_toggle.value = True
     p.replay_button.click()
-    assert len(_REFS) == n  # the verdicts and the fixed engine found them
+    assert reference._MEMO.misses == n  # the verdicts and the fixed engine found them
 
 
 def test_idle_work_runs_on_the_event_loop_between_actions(monkeypatch):

@@ -34,6 +34,13 @@ class _ReferenceMemo:
 
         return content_key(*_reach(model))
 
+    def has(self, model_key: str, what: str, tokens: tuple) -> bool:
+        return (model_key, what, tokens) in self._entries
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.hits = self.misses = 0
+
     def get(self, model_key: str, what: str, tokens: tuple, compute):
         key = (model_key, what, tokens)
         if key in self._entries:
@@ -50,19 +57,38 @@ class _ReferenceMemo:
 _MEMO = _ReferenceMemo()
 
 
+def model_key(model) -> str:
+    """The memo's key of ``model`` (its weights, plain values and the code it runs)."""
+    return _MEMO.model_key(model)
+
+
+def _reference_length(engine: Engine, prompt: list[int], max_tokens: int) -> int:
+    """How many tokens a request gets (capped where the engine caps it: max_model_len)."""
+    return max(0, min(max_tokens, engine.cfg.runner.max_model_len - len(prompt)))
+
+
+def reference_memoised(engine: Engine, prompt: list[int], max_tokens: int, model_key: str) -> bool:
+    """Whether :func:`reference_output` would answer this request from the memo."""
+    return _MEMO.has(model_key, f"greedy {_reference_length(engine, prompt, max_tokens)}", tuple(prompt))
+
+
+def clear_reference_memo() -> None:
+    """Forget every memoised reference (benchmarks, tests)."""
+    _MEMO.clear()
+
+
 def reference_output(engine: Engine, prompt: list[int], max_tokens: int, model_key: str | None = None) -> list[int]:
     """Greedy tokens of a request run alone (capped where the engine caps it: max_model_len).
-    ``model_key``: :meth:`_ReferenceMemo.model_key` of ``engine.model``, when the caller has it (the
-    answer then comes from the memo when the same model saw the same request)."""
-    room = engine.cfg.runner.max_model_len - len(prompt)
-    n = max(0, min(max_tokens, room))
+    ``model_key``: :func:`model_key` of ``engine.model``, when the caller has it (the answer then
+    comes from the memo when the same model saw the same request)."""
+    n = _reference_length(engine, prompt, max_tokens)
     if model_key is None:
         return engine.model.greedy_ref(prompt, n)
     return list(_MEMO.get(model_key, f"greedy {n}", tuple(prompt),
                           lambda: tuple(engine.model.greedy_ref(prompt, n))))
 
 
-def _final_state_ref(engine: Engine, tokens: list[int], model_key: str) -> dict[str, torch.Tensor]:
+def reference_final_state(engine: Engine, tokens: list[int], model_key: str) -> dict[str, torch.Tensor]:
     """``forward_ref(tokens)``'s final state (from the memo: the caller gets its own copies)."""
     st = _MEMO.get(model_key, "state", tuple(tokens),
                    lambda: {k: v.clone() for k, v in engine.model.forward_ref(tokens)[1].items()})
@@ -83,9 +109,9 @@ def judge(engine: Engine, crash: EngineCrash | None = None) -> Verdict:
         elif v.illegal is None:
             v.crash = Crash.in_step(crash.step, crash.rank, err)
         return v
-    model_key = _MEMO.model_key(engine.model) if engine.results else None
+    mkey = model_key(engine.model) if engine.results else None
     for res in engine.results.values():
-        expected = reference_output(engine, res.prompt, res.max_tokens, model_key)
+        expected = reference_output(engine, res.prompt, res.max_tokens, mkey)
         got = res.output
         n = len(got) if res.status == "aborted" else max(len(got), len(expected))
         for i in range(n):
@@ -96,7 +122,7 @@ def judge(engine: Engine, crash: EngineCrash | None = None) -> Verdict:
                 v.divergences.append(Divergence("token", res.req_id, res.rank, step, i, e, g))
                 break
         if res.final_state is not None and res.output:
-            ref_state = _final_state_ref(engine, res.prompt + res.output[:-1], model_key)
+            ref_state = reference_final_state(engine, res.prompt + res.output[:-1], mkey)
             for key, ref in ref_state.items():
                 got_t = res.final_state[key].to(ref.device, ref.dtype)
                 if key.endswith("conv"):
@@ -121,4 +147,5 @@ def run_and_judge(engine: Engine, max_steps: int = 500) -> Verdict:
     return judge(engine)
 
 
-__all__ = ["judge", "run_and_judge", "reference_output"]
+__all__ = ["judge", "run_and_judge", "reference_output", "reference_final_state", "reference_memoised",
+           "model_key", "clear_reference_memo"]

@@ -14,9 +14,10 @@ A :class:`Session` is what a panel's Step / Replay / Reset buttons drive:
 
 Sessions are deterministic, so they are cached by their settings
 (:func:`session_for`): toggling the fix back and forth or returning to a knob
-value reuses the steps already computed. The per-request references are
-memoised across sessions (:func:`memoise_references`): the fixed and pre-fix
-engines of one seed share them, and the verdict does not run them twice.
+value reuses the steps already computed. The per-request references come
+from the reference's memo (``lab/reference.py``, keyed by the model's content):
+the fixed and pre-fix engines of one seed share them, and the verdict does not
+run them twice.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import Hashable
 
 from mambalab.lab.bugs import BugConfig
 from mambalab.engine.core import Engine, EngineCrash
-from mambalab.lab.reference import judge, reference_output
+from mambalab.lab.reference import (clear_reference_memo, judge, model_key, reference_final_state,
+                                    reference_memoised, reference_output)
 from mambalab.lab.sanitizer import AccessLog, recording
 from mambalab.lab.scenarios import ReplayResult, signatures
 from mambalab.lab.step_observer import StepObserver
@@ -37,57 +39,6 @@ from mambalab.lab.workload import Workload
 from mambalab.widgets.snapshot import StepSnapshot, pool_holders, take_snapshot
 
 MAX_STEPS = 200  # as ``scenarios.run_workload``
-
-# -- references ------------------------------------------------------------------------------------
-
-_REFS: OrderedDict[Hashable, tuple[int, ...]] = OrderedDict()
-MAX_REFS = 4096
-
-
-def _ref_key(model, prompt, max_new_tokens: int) -> Hashable:
-    return (model.cfg, str(model.device), tuple(int(t) for t in prompt), int(max_new_tokens))
-
-
-def memoise_references(model) -> None:
-    """Serve ``model.greedy_ref`` and ``model.forward_ref`` from a state of zeros (what
-    ``reference.reference_output`` and ``judge`` call) from one memo.
-
-    A request's reference is a pure function of the model's configuration (its
-    weights are drawn from the configuration's seed), its device, the prompt
-    and the length: every engine of that model, fixed or pre-fix, gets the same
-    tokens, so each is computed once per panel session, not once per engine
-    and again by the verdict. The same holds for the reference's final state
-    of a token sequence (``judge`` compares kept final states with it); the
-    memo hands out copies of its tensors.
-    """
-    if "greedy_ref" in vars(model):
-        return  # already served from the memo
-    plain, plain_forward = model.greedy_ref, model.forward_ref
-
-    def forward_ref(token_ids, state=None):
-        if state is not None or not isinstance(token_ids, (list, tuple)):
-            return plain_forward(token_ids, state)
-        key = ("forward", *_ref_key(model, token_ids, -1))
-        got = _REFS.get(key)
-        if got is None:
-            got = _REFS[key] = plain_forward(token_ids)
-        logits, st = got
-        return logits.clone(), {k: v.clone() for k, v in st.items()}
-
-    def greedy_ref(prompt, max_new_tokens: int) -> list[int]:
-        key = _ref_key(model, prompt, max_new_tokens)
-        got = _REFS.get(key)
-        if got is None:
-            got = _REFS[key] = tuple(plain(prompt, max_new_tokens))
-            while len(_REFS) > MAX_REFS:
-                _REFS.popitem(last=False)
-        else:
-            _REFS.move_to_end(key)
-        return list(got)
-
-    model.greedy_ref = greedy_ref
-    model.forward_ref = forward_ref
-
 
 class Session:
     """One engine for one (workload, bug switch), with the snapshot of every step so far."""
@@ -106,11 +57,12 @@ class Session:
         self.error: str | None = None  # a step that failed outside the engine's own crash handling
         self.result: ReplayResult | None = None
         self.expected: dict[str, list[int]] = {}
+        self.model_key: str | None = None  # the reference memo's key of the engine's model
         self.step_seconds: list[float] = []
         t = perf_counter()
         try:
             self.engine = Engine(workload.cfg, bugs)
-            memoise_references(self.engine.model)
+            self.model_key = model_key(self.engine.model)
             self.engine.schedule_events(workload.events)
         except Exception as e:  # noqa: BLE001 - e.g. a CUDA graph that cannot be captured (#41233)
             self.startup_crash = Crash.at_startup(e)
@@ -182,7 +134,7 @@ class Session:
             self.crash = crash
         for rid, res in eng.results.items():
             if rid not in self.expected:
-                self.expected[rid] = reference_output(eng, res.prompt, res.max_tokens)
+                self.expected[rid] = reference_output(eng, res.prompt, res.max_tokens, self.model_key)
         snap = take_snapshot(eng, self.bugs, records=records, logs=self._logs, observed=self.observer,
                              holders_before=holders, status_before=status, crash=crash,
                              previous=self.history[-1] if self.history else None)
@@ -201,16 +153,15 @@ class Session:
                 prompt = list(getattr(ev, "prompt", ()))
                 if not prompt or not hasattr(ev, "max_tokens"):
                     continue
-                room = self.engine.cfg.runner.max_model_len - len(prompt)
-                if _ref_key(self.engine.model, prompt, max(0, min(ev.max_tokens, room))) not in _REFS:
+                if not reference_memoised(self.engine, prompt, ev.max_tokens, self.model_key):
                     yield lambda prompt=prompt, ev=ev: self._reference(prompt, ev.max_tokens)
 
     def _reference(self, prompt: list[int], max_tokens: int) -> None:
         """A request's reference, and the reference's final state after it (what ``judge`` compares a kept
         final state with, when the request matches its reference)."""
-        ref = reference_output(self.engine, prompt, max_tokens)
+        ref = reference_output(self.engine, prompt, max_tokens, self.model_key)
         if ref:
-            self.engine.model.forward_ref(prompt + ref[:-1])
+            reference_final_state(self.engine, prompt + ref[:-1], self.model_key)
 
     def advance_to(self, step: int) -> int:
         """Step until ``step`` is computed or nothing is left; returns the last step computed."""
@@ -307,7 +258,7 @@ def session_for(key: Hashable, make, *, fresh: bool = False) -> Session:
 
 def clear_sessions() -> None:
     _SESSIONS.clear()
-    _REFS.clear()
+    clear_reference_memo()
 
 
 @contextlib.contextmanager
@@ -322,4 +273,4 @@ def no_session_cache():
         _SESSIONS.update(saved)
 
 
-__all__ = ["Session", "session_for", "clear_sessions", "memoise_references", "MAX_STEPS"]
+__all__ = ["Session", "session_for", "clear_sessions", "MAX_STEPS"]
