@@ -1,6 +1,7 @@
 """The GDN streaming kernel (one token a sequence, state blocks through a pipelined loop) against the
 reference, on the interpreter and, unchanged, on a GPU. The rule ``gated_delta_rule.STREAM`` is forced here
-(GPU-sized and GPU-only by default: ``_streams_on``); ``block_v`` is left alone, it turns the streaming kernel off.
+(GPU-sized and GPU-only by default: ``_streams_on``), with the GPU's one head a program
+(``heads_per_program``); ``block_v`` is left alone, it turns the streaming kernel off.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ STATE_DTYPES = [
 
 
 def _launched_kernels(monkeypatch):
+    monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)  # the GPU's launch rule
     seen = []
     real = gdn.sanitizer.launch
 

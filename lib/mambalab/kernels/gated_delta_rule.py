@@ -41,6 +41,10 @@ Launch design
   kernel of :mod:`mambalab.kernels.gated_delta_rule_kernels`: a program walks blocks of rows in a
   pipelined loop, so the next block's state is in flight (in shared memory) while this one is worked on;
   a bf16 state needs 80 registers there instead of 168 (docs/benchmarks.md, issue 14).
+* Under the CPU interpreter (which costs programs x ops, whatever a tile's size) a program takes the
+  largest power of two of value heads dividing ``HV`` and the whole ``V``
+  (:func:`heads_per_program`, :func:`mambalab.kernels.gated_delta_rule_kernels._gdn_heads_kernel`):
+  grid ``(1, HV // heads, N)``, the same results bit for bit.
 
 Guards: :func:`mambalab.kernels.common.is_live_slot` with the ``GUARD``
 constexpr from :func:`mambalab.kernels.common.guard_for` for the FLA family
@@ -68,7 +72,7 @@ from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.kernels.common import KernelFamily, bound_accepted_for, guard_for, is_live_slot
-from mambalab.kernels.gated_delta_rule_kernels import _gdn_rows, _gdn_stream_kernel, _load_rows
+from mambalab.kernels.gated_delta_rule_kernels import _gdn_heads_kernel, _gdn_rows, _gdn_stream_kernel, _load_rows
 from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
 
 KERNEL_NAME = "fused_recurrent_gated_delta_rule"
@@ -280,6 +284,13 @@ def split_rows(BV: int, state_element_size: int) -> int:
     return split if BV >= 4 * split else 1
 
 
+def heads_per_program(HV: int, device: torch.device) -> int:
+    """Value heads a program: 1 on a GPU (the one-head kernels); on the interpreter the largest power of two
+    that divides ``HV`` (all of them for a power of two), with the whole ``V`` in one block: the interpreter's
+    cost is programs x ops, whatever a tile's size (:func:`mambalab.kernels.gated_delta_rule_kernels._gdn_heads_kernel`)."""
+    return 1 if device.type == "cuda" else HV & -HV
+
+
 def _streams_on(device: torch.device) -> bool:
     """Whether :data:`STREAM` applies on ``device``: a GPU (the interpreter keeps the general kernel)."""
     return device.type == "cuda"
@@ -289,7 +300,7 @@ def _launch(
     q, k, v, g, beta, scale, initial_state, inplace_final_state, cu_seqlens,
     ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
     null_block_id, bugs, A_log=None, dt_bias=None, softplus_beta=1.0, threshold=20.0,
-    block_v=None, num_warps=None,
+    block_v=None, num_warps=None, block_h=None,
 ):
     shapes = validate_gdn_inputs(q, k, v, g, beta, scale, initial_state, inplace_final_state,
                                  cu_seqlens, ssm_state_indices, num_accepted_tokens)
@@ -325,6 +336,11 @@ def _launch(
                                    multi_token=multi_token)
     else:
         BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device))
+    heads = heads_per_program(HV, q.device) if block_h is None else block_h
+    if heads < 1 or heads & (heads - 1) or HV % heads:
+        raise ValueError(f"block_h must be a power of two dividing HV={HV}, got {heads}")
+    if heads > 1:
+        BV = triton.next_power_of_2(V)
     if block_v is not None:
         if block_v <= 0 or block_v & (block_v - 1):
             raise ValueError(f"block_v must be a positive power of two, got {block_v}")
@@ -333,10 +349,13 @@ def _launch(
         nw = num_warps
     grid = (triton.cdiv(V, BV), HV, N)
     kernel, extra = _gdn_decode_kernel, {}
+    if heads > 1:
+        kernel, extra = _gdn_heads_kernel, {"BLOCK_H": heads}
+        grid = (triton.cdiv(V, BV), HV // heads, N)
     stream = STREAM.get(state_in.element_size()) if (
         _streams_on(q.device) and in_place and indexed == 1 and not multi_token and A_log is None
         and block_v is None) else None
-    if stream and stream[3] <= N <= stream[4]:
+    if stream and stream[3] <= N <= stream[4] and heads == 1:
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
 
@@ -369,10 +388,11 @@ def _launch(
         SIGMOID_GATING=A_log is not None,
         GUARD=guard,
         BOUND_ACCEPTED=bound_accepted_for(bugs),
-        SPLIT=1 if (multi_token and q.device.type == "cuda") else split_rows(BV, state_in.element_size()),
         num_warps=nw,
         num_stages=1,
         **extra,
+        **({} if heads > 1 else {"SPLIT": 1 if (multi_token and q.device.type == "cuda")
+                                 else split_rows(BV, state_in.element_size())}),
         name=KERNEL_NAME,
         row_axis=2,
     )
@@ -397,6 +417,7 @@ def fused_recurrent_gated_delta_rule(
     bugs: BugConfig | None = None,
     block_v: int | None = None,
     num_warps: int | None = None,
+    block_h: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One gated-delta-rule step (or a few, for speculative decoding) on a state pool.
 
@@ -421,6 +442,7 @@ def fused_recurrent_gated_delta_rule(
             ``<= null_block_id`` (the FLA kernels' guard), ``guard-lt-zero`` only ``< 0``,
             ``pad-minus-one`` nothing.
         block_v, num_warps: override :func:`launch_config` (benchmarking only).
+        block_h: value heads a program, overriding :func:`heads_per_program` (tests, benchmarking).
 
     Returns:
         ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in v's dtype (zeros for
@@ -433,7 +455,7 @@ def fused_recurrent_gated_delta_rule(
     """
     return _launch(q, k, v, g, beta, scale, initial_state, inplace_final_state, cu_seqlens,
                    ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
-                   null_block_id, bugs, block_v=block_v, num_warps=num_warps)
+                   null_block_id, bugs, block_v=block_v, num_warps=num_warps, block_h=block_h)
 
 
 def fused_sigmoid_gating_delta_rule_update(
@@ -458,6 +480,7 @@ def fused_sigmoid_gating_delta_rule_update(
     bugs: BugConfig | None = None,
     block_v: int | None = None,
     num_warps: int | None = None,
+    block_h: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The same step with Qwen3-Next's gates computed in the kernel.
 
@@ -485,7 +508,7 @@ def fused_sigmoid_gating_delta_rule_update(
     return _launch(q, k, v, a, b, scale, initial_state, inplace_final_state, cu_seqlens,
                    ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
                    null_block_id, bugs, A_log=A_log, dt_bias=dt_bias, softplus_beta=beta,
-                   threshold=threshold, block_v=block_v, num_warps=num_warps)
+                   threshold=threshold, block_v=block_v, num_warps=num_warps, block_h=block_h)
 
 
 __all__ = [

@@ -227,3 +227,134 @@ def _gdn_stream_kernel(
                       s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
                       s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
                       HV, K, V, BK, True, 1, HAS_BETA, USE_L2NORM, False, GUARD)
+
+
+@triton.jit
+def _gdn_heads_kernel(
+    q, k, v, g, beta, o, h0, ht,
+    cu_seqlens, state_indices, num_accepted_tokens, A_log, dt_bias,
+    scale, softplus_beta, softplus_threshold, T, num_cols, null_block_id,
+    s_q_b, s_q_t, s_q_h, s_q_k,
+    s_k_b, s_k_t, s_k_h, s_k_k,
+    s_v_b, s_v_t, s_v_h, s_v_v,
+    s_g_b, s_g_t, s_g_h,
+    s_beta_b, s_beta_t, s_beta_h,
+    s_h0_n, s_h0_h, s_h0_v, s_h0_k,
+    s_ht_n, s_ht_h, s_ht_v, s_ht_k,
+    s_idx_n, s_idx_c,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+    BK: tl.constexpr, BV: tl.constexpr,
+    HAS_INITIAL_STATE: tl.constexpr, INPLACE: tl.constexpr, IS_VARLEN: tl.constexpr,
+    INDEXED: tl.constexpr, IS_SPEC: tl.constexpr, BOUND_ACCEPTED: tl.constexpr, HAS_BETA: tl.constexpr,
+    USE_L2NORM: tl.constexpr, SIGMOID_GATING: tl.constexpr, GUARD: tl.constexpr,
+    BLOCK_H: tl.constexpr,  # value heads a program (a divisor of HV, so no head is masked)
+):
+    """The general kernel's arguments and results with ``BLOCK_H`` value heads of a sequence in one program
+    (the interpreter's launch: its cost is programs x ops). The heads' ``BV x BK`` tiles are stacked as the rows
+    ``r = head * BV + v`` of one tile and each head's ``q``, ``k``, ``g``, ``beta`` is loaded per row; the
+    arithmetic is :func:`_gdn_rows`', element for element. The index is loaded and tested first."""
+    i_n = tl.program_id(2).to(tl.int64)
+    if IS_VARLEN:
+        bos = tl.load(cu_seqlens + i_n).to(tl.int64)
+        seq_len = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
+        if seq_len <= 0:
+            return
+        i_b = 0
+    else:
+        bos = 0
+        seq_len = T
+        i_b = i_n
+    if INDEXED == 0:
+        slot = i_n
+        live = True
+    else:
+        if IS_SPEC:
+            col = tl.load(num_accepted_tokens + i_n).to(tl.int64) - 1
+        else:
+            col = 0
+        if BOUND_ACCEPTED:
+            in_row = (col >= 0) & (col < num_cols)
+            slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c, mask=in_row, other=0).to(tl.int64)
+        else:
+            slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c).to(tl.int64)
+        live = is_live_slot(slot, null_block_id, GUARD)
+
+    flat0 = i_b * T + bos
+    rows = tl.arange(0, BLOCK_H * BV)
+    i_hv = tl.program_id(1) * BLOCK_H + rows // BV
+    o_v = tl.program_id(0) * BV + rows % BV
+    mask_v = o_v < V
+    p_o = o + (flat0 * HV + i_hv) * V + o_v
+    o_k = tl.arange(0, BK)
+    mask_h = mask_v[:, None] & (o_k < K)[None, :]
+    tile_ht = (i_hv * s_ht_h + o_v * s_ht_v)[:, None] + (o_k * s_ht_k)[None, :]
+    if not live:  # zero outputs (and rows of a fresh final state), no state traffic
+        zero_v = tl.zeros([BLOCK_H * BV], dtype=o.dtype.element_ty)
+        p_z = ht + flat0 * s_ht_n + tile_ht
+        t_skip = tl.zeros([], dtype=tl.int32)
+        while t_skip < seq_len:
+            tl.store(p_o + t_skip * (HV * V), zero_v, mask=mask_v)
+            if not INPLACE:
+                tl.store(p_z + t_skip * s_ht_n, tl.zeros([BLOCK_H * BV, BK], dtype=ht.dtype.element_ty), mask=mask_h)
+            t_skip += 1
+        return
+
+    if HAS_INITIAL_STATE:
+        if INPLACE:  # h0 is ht
+            tile_h0 = tile_ht
+        else:
+            tile_h0 = (i_hv * s_h0_h + o_v * s_h0_v)[:, None] + (o_k * s_h0_k)[None, :]
+        b_h = tl.load(h0 + slot * s_h0_n + tile_h0, mask=mask_h, other=0.0).to(tl.float32)
+    else:
+        b_h = tl.zeros([BLOCK_H * BV, BK], dtype=tl.float32)
+    if SIGMOID_GATING:
+        b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+        b_dt_bias = tl.load(dt_bias + i_hv).to(tl.float32)
+    i_h = i_hv // (HV // H)
+    p_q = q + i_b * s_q_b + bos * s_q_t + (i_h * s_q_h)[:, None] + (o_k * s_q_k)[None, :]
+    p_k = k + i_b * s_k_b + bos * s_k_t + (i_h * s_k_h)[:, None] + (o_k * s_k_k)[None, :]
+    p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h + o_v * s_v_v
+    p_g = g + i_b * s_g_b + bos * s_g_t + i_hv * s_g_h
+    p_beta = beta + i_b * s_beta_b + bos * s_beta_t + i_hv * s_beta_h
+    t = tl.zeros([], dtype=tl.int32)
+    while t < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2.4
+        b_q = tl.load(p_q + t * s_q_t, mask=mask_h, other=0.0).to(tl.float32)
+        b_k = tl.load(p_k + t * s_k_t, mask=mask_h, other=0.0).to(tl.float32)
+        b_v = tl.load(p_v + t * s_v_t, mask=mask_v, other=0.0).to(tl.float32)
+        b_g = tl.load(p_g + t * s_g_t).to(tl.float32)
+        if HAS_BETA:
+            b_beta = tl.load(p_beta + t * s_beta_t).to(tl.float32)
+        else:
+            b_beta = 1.0
+        if SIGMOID_GATING:
+            x = b_g + b_dt_bias
+            bx = softplus_beta * x
+            soft = tl.where(
+                bx <= softplus_threshold,
+                tl.log(1.0 + tl.exp(tl.minimum(bx, softplus_threshold))) / softplus_beta,
+                x,
+            )
+            b_g = b_A * soft
+            b_beta = tl.sigmoid(b_beta)
+        if USE_L2NORM:
+            b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=1) + 1e-6)[:, None]
+            b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=1) + 1e-6)[:, None]
+        b_q = b_q * scale
+        b_h = b_h * tl.exp(b_g)[:, None]
+        b_pred = tl.sum(b_h * b_k, axis=1)
+        b_vn = (b_v - b_pred) * b_beta
+        b_h = b_h + b_vn[:, None] * b_k
+        b_o = tl.sum(b_h * b_q, axis=1)
+        tl.store(p_o + t * (HV * V), b_o.to(o.dtype.element_ty), mask=mask_v)
+        if INPLACE:
+            if INDEXED == 2:  # one slot per token (spec decode): the state after token t -> column t
+                if t < num_cols:
+                    dst = tl.load(state_indices + i_n * s_idx_n + t * s_idx_c).to(tl.int64)
+                    if is_live_slot(dst, null_block_id, GUARD):
+                        tl.store(ht + dst * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+        else:
+            tl.store(ht + (flat0 + t) * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+        t += 1
+    if INPLACE:
+        if INDEXED != 2:
+            tl.store(ht + slot * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)

@@ -43,7 +43,10 @@ token loop that speculative and varlen calls need.
 
 Launch configuration (no autotune: autotuning would re-run the kernel on live
 state and apply the update several times) is chosen by a rule, see
-:func:`choose_launch_config`.
+:func:`choose_launch_config`. Under the CPU interpreter a program takes
+several heads of a request (``LaunchConfig.block_h``,
+:mod:`mambalab.kernels.mamba_ssm_kernels`): the same results, half the
+programs or fewer.
 """
 
 from __future__ import annotations
@@ -65,18 +68,10 @@ from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import INTERPRET
 from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot
+from mambalab.kernels.mamba_ssm_kernels import _softplus, _ssu_heads_kernel
 from mambalab.kernels.mamba_ssm_ref import prepare_ssu_inputs
 
 KERNEL_NAME = "selective_state_update"
-
-
-@triton.jit
-def _softplus(x):
-    """``log(1 + exp(x))``, linear above 20 (torch's and upstream's threshold).
-
-    The exp sees at most 20, so the branch ``tl.where`` discards cannot overflow.
-    """
-    return tl.where(x <= 20.0, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))), x)
 
 
 @triton.jit
@@ -294,14 +289,21 @@ def _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, ma
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    """Tile height (rows of the head dim per program) and warps per program."""
+    """Tile height (rows of the head dim per program), warps per program and heads per program.
+
+    ``block_h``: 1 is the one-head kernel (every GPU launch); more stacks that many heads of a request in
+    one program (:mod:`mambalab.kernels.mamba_ssm_kernels`, the interpreter's launch); it must divide nheads.
+    """
 
     block_m: int
     num_warps: int
+    block_h: int = 1
 
     def __post_init__(self) -> None:
         if self.block_m < 1 or self.block_m & (self.block_m - 1):
             raise ValueError(f"block_m must be a power of two, got {self.block_m}")
+        if self.block_h < 1 or self.block_h & (self.block_h - 1):
+            raise ValueError(f"block_h must be a power of two, got {self.block_h}")
         if self.num_warps not in (1, 2, 4, 8, 16):
             raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {self.num_warps}")
 
@@ -357,16 +359,18 @@ def choose_launch_config(
       by one token or several a request (``multi_token``), and for fp32 by the
       effective batch (requests x heads).
 
-    On the interpreter (no GPU) the whole head is one tile: fewer programs,
-    faster Python. :func:`launch_config_override` pins a configuration
-    (benchmarks, tests of the multi-tile path).
+    On the interpreter (no GPU) the whole head is one tile and a program
+    takes the largest power of two of heads that divides ``nheads`` (all of
+    them for a power of two): its cost is programs x ops, whatever a tile's
+    size. :func:`launch_config_override` pins a configuration (benchmarks,
+    tests of the multi-tile and one-head paths).
     """
     if _override is not None:
         return _override
     elem = torch.empty((), dtype=state_dtype).element_size()
     dim_p2 = triton.next_power_of_2(dim)
     if INTERPRET or device is None or device.type != "cuda":
-        return LaunchConfig(block_m=dim_p2, num_warps=4)
+        return LaunchConfig(block_m=dim_p2, num_warps=4, block_h=nheads & -nheads)
     size = 4 if elem >= 4 else 2
     small = num_requests * nheads < SMALL_EFFECTIVE_BATCH
     if not tied:
@@ -487,9 +491,14 @@ def selective_state_update(
     cfg = choose_launch_config(p.nheads, p.dim, p.dstate, p.num_requests, p.state.dtype,
                                p.state.device, tied=tied, multi_token=not one_token,
                                activation_size=p.x.element_size())
+    if p.nheads % cfg.block_h:
+        raise ValueError(f"block_h={cfg.block_h} does not divide nheads={p.nheads}")
     # PDL helps the 16-bit state and the larger fp32 launches; the small fp32 tiles (batch <= 8) ran
     # slower with it on an H200 (batch 2: 64% -> 58% of copy), so they launch without it.
     pdl = use_pdl(p.state.device) and not (p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M)
+    kernel, heads = _ssu_kernel, {}
+    if cfg.block_h > 1:
+        kernel, heads, pdl = _ssu_heads_kernel, {"BLOCK_H": cfg.block_h}, False
     has_idx = p.src is not None
     zero2 = (0, 0)
     dtb_s = p.dt_bias.stride() if p.dt_bias is not None else zero2
@@ -497,11 +506,11 @@ def selective_state_update(
     z_s = p.z.stride() if p.z is not None else (0, 0, 0)
     src_s = p.src.stride() if has_idx else zero2
     dst_s = p.dst.stride() if has_idx else zero2
-    grid = (triton.cdiv(p.dim, cfg.block_m), p.num_requests, p.nheads)
+    grid = (triton.cdiv(p.dim, cfg.block_m), p.num_requests, p.nheads // cfg.block_h)
     launch_opts = {"USE_PDL": True, "launch_pdl": True} if pdl else {}
 
     sanitizer.launch(
-        _ssu_kernel, grid,
+        kernel, grid,
         p.state, p.x, p.dt, p.dt_bias, p.A, p.B, p.C, p.D, p.z, p.out,
         p.src, p.dst, p.num_accepted_tokens, p.cu_seqlens,
         int(null_block_id),
@@ -539,6 +548,7 @@ def selective_state_update(
         BLOCK_N=triton.next_power_of_2(p.dstate),
         num_warps=cfg.num_warps,
         **launch_opts,
+        **heads,
     )
     return p.finish()
 

@@ -1,0 +1,196 @@
+"""Several heads a program: the interpreter's form of :func:`mambalab.kernels.mamba_ssm._ssu_kernel`.
+
+Under Triton's CPU interpreter every op of a program costs tens of microseconds whatever its size
+(type checks, broadcasts, tensor construction in Python), so a launch costs programs x ops. This kernel
+takes ``BLOCK_H`` heads of one request in one program: their ``BLOCK_M x BLOCK_N`` tiles are stacked as the
+rows ``r = head * BLOCK_M + m`` of one tile, and every per-head value (``A``, ``dt``, ``dt_bias``, ``D``,
+the group's ``B`` and ``C``) is loaded per row. The arithmetic is the one-head kernel's, element for element
+(same operations in the same order), so results are bit-identical; the index is loaded and tested before
+anything else, so a padded row costs a handful of ops. On a GPU the launch rule keeps the one-head kernel
+(``BLOCK_H == 1``, :func:`mambalab.kernels.mamba_ssm.choose_launch_config`).
+"""
+
+from __future__ import annotations
+
+import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defined)
+
+import triton
+import triton.language as tl
+
+from mambalab.kernels.common import is_live_slot
+
+
+@triton.jit
+def _softplus(x):
+    """``log(1 + exp(x))``, linear above 20 (torch's and upstream's threshold).
+
+    The exp sees at most 20, so the branch ``tl.where`` discards cannot overflow.
+    """
+    return tl.where(x <= 20.0, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))), x)
+
+
+@triton.jit
+def _ssu_heads_kernel(
+    state_ptr, x_ptr, dt_ptr, dt_bias_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, out_ptr,
+    src_idx_ptr, dst_idx_ptr, num_accepted_ptr, cu_seqlens_ptr,
+    null_block_id, src_cols, dst_cols, tokens_per_request,
+    dim, dstate, heads_per_group,
+    s_state_slot, s_state_head, s_state_dim, s_state_n,
+    s_x_tok, s_x_head, s_x_dim,
+    s_dt_tok, s_dt_head, s_dt_dim,
+    s_dtb_head, s_dtb_dim,
+    s_A_head, s_A_dim, s_A_n,
+    s_B_tok, s_B_group, s_B_n,
+    s_C_tok, s_C_group, s_C_n,
+    s_D_head, s_D_dim,
+    s_z_tok, s_z_head, s_z_dim,
+    s_out_tok, s_out_head, s_out_dim,
+    s_src_row, s_src_col, s_dst_row, s_dst_col,
+    DT_SOFTPLUS: tl.constexpr, TIE_HDIM: tl.constexpr, HAS_DT_BIAS: tl.constexpr, HAS_D: tl.constexpr,
+    HAS_Z: tl.constexpr, HAS_INDICES: tl.constexpr, HAS_NUM_ACCEPTED: tl.constexpr, IS_VARLEN: tl.constexpr,
+    ONE_TOKEN: tl.constexpr, DST_IS_SRC: tl.constexpr, GUARD: tl.constexpr, CLAMP_ACCEPTED: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_H: tl.constexpr,  # heads a program (a divisor of nheads, so no head is masked)
+):
+    """``_ssu_kernel``'s arguments and results; grid ``(cdiv(dim, BLOCK_M), requests, nheads // BLOCK_H)``."""
+    pid_r = tl.program_id(1)
+    if IS_VARLEN:
+        bos = tl.load(cu_seqlens_ptr + pid_r).to(tl.int64)
+        seq_len = tl.load(cu_seqlens_ptr + pid_r + 1).to(tl.int64) - bos
+        if seq_len == 0:
+            return
+    else:
+        bos = pid_r.to(tl.int64) * tokens_per_request
+        seq_len = tokens_per_request
+    if HAS_INDICES:
+        if HAS_NUM_ACCEPTED:
+            num_accepted = tl.load(num_accepted_ptr + pid_r).to(tl.int64)
+            if CLAMP_ACCEPTED:
+                src_col = tl.minimum(tl.maximum(num_accepted - 1, 0), src_cols - 1)
+            else:
+                src_col = num_accepted - 1
+            src_slot = tl.load(src_idx_ptr + pid_r * s_src_row + src_col * s_src_col).to(tl.int64)
+        else:
+            src_slot = tl.load(src_idx_ptr + pid_r * s_src_row).to(tl.int64)
+        live = is_live_slot(src_slot, null_block_id, GUARD)
+    else:
+        src_slot = pid_r.to(tl.int64)
+        live = True
+
+    rows = tl.arange(0, BLOCK_H * BLOCK_M)
+    heads = tl.program_id(2) * BLOCK_H + rows // BLOCK_M
+    offs_m = tl.program_id(0) * BLOCK_M + rows % BLOCK_M
+    mask_m = offs_m < dim
+    out_ptrs = out_ptr + bos * s_out_tok + heads * s_out_head + offs_m * s_out_dim
+    if not live:  # a padded row: zero outputs, no state traffic
+        zeros = tl.zeros([BLOCK_H * BLOCK_M], dtype=out_ptr.dtype.element_ty)
+        if ONE_TOKEN:
+            tl.store(out_ptrs, zeros, mask=mask_m)
+        else:
+            t = tl.zeros([], dtype=tl.int32)
+            while t < seq_len:
+                tl.store(out_ptrs + t * s_out_tok, zeros, mask=mask_m)
+                t += 1
+        return
+
+    offs_n = tl.arange(0, BLOCK_N)
+    mask_n = offs_n < dstate
+    mask_mn = mask_m[:, None] & mask_n[None, :]
+    tile = (heads * s_state_head + offs_m * s_state_dim)[:, None] + (offs_n * s_state_n)[None, :]
+    state = tl.load(state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=0.0).to(tl.float32)
+
+    group = heads // heads_per_group
+    B_ptrs = B_ptr + bos * s_B_tok + (group * s_B_group)[:, None] + (offs_n * s_B_n)[None, :]
+    C_ptrs = C_ptr + bos * s_C_tok + (group * s_C_group)[:, None] + (offs_n * s_C_n)[None, :]
+    x_ptrs = x_ptr + bos * s_x_tok + heads * s_x_head + offs_m * s_x_dim
+    if TIE_HDIM:
+        A = tl.load(A_ptr + heads * s_A_head).to(tl.float32)
+        dt_ptrs = dt_ptr + bos * s_dt_tok + heads * s_dt_head
+        if HAS_DT_BIAS:
+            dt_bias = tl.load(dt_bias_ptr + heads * s_dtb_head).to(tl.float32)
+        else:
+            dt_bias = 0.0
+    else:
+        A_ptrs = A_ptr + (heads * s_A_head + offs_m * s_A_dim)[:, None] + (offs_n * s_A_n)[None, :]
+        A = tl.load(A_ptrs, mask=mask_mn, other=0.0).to(tl.float32)
+        dt_ptrs = dt_ptr + bos * s_dt_tok + heads * s_dt_head + offs_m * s_dt_dim
+        if HAS_DT_BIAS:
+            dt_bias = tl.load(dt_bias_ptr + heads * s_dtb_head + offs_m * s_dtb_dim, mask=mask_m, other=0.0)
+            dt_bias = dt_bias.to(tl.float32)
+        else:
+            dt_bias = 0.0
+    if HAS_D:
+        D = tl.load(D_ptr + heads * s_D_head + offs_m * s_D_dim, mask=mask_m, other=0.0).to(tl.float32)
+    else:
+        D = 0.0
+    if HAS_Z:
+        z_ptrs = z_ptr + bos * s_z_tok + heads * s_z_head + offs_m * s_z_dim
+    else:
+        z_ptrs = x_ptrs
+
+    if ONE_TOKEN:
+        state, out = _ssu_rows_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D,
+                                     mask_m, mask_mn, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+        if DST_IS_SRC:
+            dst_slot = src_slot
+            dst_live = True
+        elif HAS_INDICES:
+            dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row).to(tl.int64)
+            dst_live = is_live_slot(dst_slot, null_block_id, GUARD)
+        else:
+            dst_slot = src_slot
+            dst_live = True
+        if dst_live:
+            tl.store(state_ptr + dst_slot * s_state_slot + tile, state.to(state_ptr.dtype.element_ty), mask=mask_mn)
+        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=mask_m)
+    else:
+        t = tl.zeros([], dtype=tl.int32)
+        while t < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2
+            state, out = _ssu_rows_token(state, x_ptrs + t * s_x_tok, B_ptrs + t * s_B_tok, C_ptrs + t * s_C_tok,
+                                         dt_ptrs + t * s_dt_tok, z_ptrs + t * s_z_tok, A, dt_bias, D,
+                                         mask_m, mask_mn, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+            if HAS_INDICES:
+                if t < dst_cols:
+                    dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row + t * s_dst_col).to(tl.int64)
+                    if is_live_slot(dst_slot, null_block_id, GUARD):
+                        tl.store(state_ptr + dst_slot * s_state_slot + tile,
+                                 state.to(state_ptr.dtype.element_ty), mask=mask_mn)
+            else:
+                tl.store(state_ptr + src_slot * s_state_slot + tile,
+                         state.to(state_ptr.dtype.element_ty), mask=mask_mn)
+            tl.store(out_ptrs + t * s_out_tok, out.to(out_ptr.dtype.element_ty), mask=mask_m)
+            t += 1
+
+
+@triton.jit
+def _ssu_rows_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, mask_m, mask_mn,
+                    TIE_HDIM: tl.constexpr, HAS_DT_BIAS: tl.constexpr, DT_SOFTPLUS: tl.constexpr,
+                    HAS_D: tl.constexpr, HAS_Z: tl.constexpr):
+    """One token on the stacked tile: ``mambalab.kernels.mamba_ssm._ssu_token`` with a head per row."""
+    x = tl.load(x_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+    B = tl.load(B_ptrs, mask=mask_mn, other=0.0).to(tl.float32)
+    C = tl.load(C_ptrs, mask=mask_mn, other=0.0).to(tl.float32)
+    if TIE_HDIM:
+        dt = tl.load(dt_ptrs).to(tl.float32)  # the row's head's scalar
+        if HAS_DT_BIAS:
+            dt += dt_bias
+        if DT_SOFTPLUS:
+            dt = _softplus(dt)
+        dA = tl.exp(A * dt)[:, None]
+        dBx = (B * dt[:, None]) * x[:, None]
+    else:
+        dt = tl.load(dt_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+        if HAS_DT_BIAS:
+            dt += dt_bias
+        if DT_SOFTPLUS:
+            dt = _softplus(dt)
+        dA = tl.math.exp2(A * (dt * 1.4426950408889634)[:, None])
+        dBx = B * (dt * x)[:, None]
+    state = state * dA + dBx
+    out = tl.sum(state * C, axis=1)
+    if HAS_D:
+        out += D * x
+    if HAS_Z:
+        z = tl.load(z_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+        out *= z * tl.sigmoid(z)
+    return state, out
