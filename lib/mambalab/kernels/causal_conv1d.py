@@ -130,7 +130,10 @@ kernel of its own, :func:`_causal_conv1d_decode_kernel`: grid
 the general kernel's). Each history column of the ``ROWS`` requests is one
 ``[ROWS, BLOCK_N]`` load, all issued before any arithmetic; the taps are
 loaded once for all the rows; the window needs no row selections. Results
-are the general kernel's, bit for bit in the state (tests run both).
+are the general kernel's, bit for bit in the state (tests run both). Under
+the interpreter the one-request-a-program form of it runs
+(:func:`decode_kernel`): no row tile, a padded row gone after its index
+test and input copy; the same results bit for bit.
 """
 
 from __future__ import annotations
@@ -146,6 +149,7 @@ from mambalab.device import DEVICE
 from mambalab.kernels.causal_conv1d_ref import parse_activation
 from mambalab.kernels.causal_conv1d_kernels import (
     _causal_conv1d_decode_kernel,
+    _causal_conv1d_decode_row_kernel,
     _causal_conv1d_update_kernel,
     _causal_conv1d_window_kernel,
 )
@@ -271,6 +275,15 @@ def decode_launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch
     block_n = max(32, min(DECODE_COLUMN_BYTES // dtype.itemsize, triton.next_power_of_2(dim)))
     rows = max(1, min(DECODE_ROWS, triton.next_power_of_2(batch)))
     return block_n, 1, rows
+
+
+def decode_kernel(rows: int, device: torch.device):
+    """The plain decode step's kernel: one request a program without a row tile under the interpreter
+    (:func:`~mambalab.kernels.causal_conv1d_kernels._causal_conv1d_decode_row_kernel`, the fewest ops: the
+    interpreter's cost is programs x ops), else ``ROWS`` requests a program (every GPU launch)."""
+    if device.type != "cuda" and rows == 1:
+        return _causal_conv1d_decode_row_kernel
+    return _causal_conv1d_decode_kernel
 
 
 # ---------------------------------------------------------------------------
@@ -449,8 +462,11 @@ def causal_conv1d_update(
     if not is_spec and not is_varlen and max_t == 1 and width <= 4:
         # The plain decode step: the kernel built for it (several requests a program).
         block_n, num_warps, rows = decode_launch_config(dim, batch, conv_state.dtype, device)
+        kernel = decode_kernel(rows, device)
+        pdl = {} if kernel is _causal_conv1d_decode_row_kernel else _pdl_opts(
+            batch, device, PDL_MAX_BATCH_DECODE.get(conv_state.dtype.itemsize, 8))
         sanitizer.launch(
-            _causal_conv1d_decode_kernel,
+            kernel,
             (triton.cdiv(batch, rows), triton.cdiv(dim, block_n)),
             x if x.dim() == 2 else x[:, :, 0],
             weight,
@@ -481,7 +497,7 @@ def causal_conv1d_update(
             ROWS=rows,
             BLOCK_N=block_n,
             num_warps=num_warps,
-            **_pdl_opts(batch, device, PDL_MAX_BATCH_DECODE.get(conv_state.dtype.itemsize, 8)),
+            **pdl,
         )
         return out
 
@@ -545,4 +561,4 @@ def causal_conv1d_update(
     return out
 
 
-__all__ = ["causal_conv1d_update", "make_conv_state", "launch_config", "decode_launch_config"]
+__all__ = ["causal_conv1d_update", "make_conv_state", "launch_config", "decode_launch_config", "decode_kernel"]
