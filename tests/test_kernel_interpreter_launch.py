@@ -1,11 +1,12 @@
-"""Several heads a program (the interpreter's launch) against one head a program (the GPU's launch).
+"""The interpreter's launches against the GPU's, on the same inputs.
 
 The SSU and GDN kernels take ``block_h`` heads of a request in one program on the interpreter
-(``LaunchConfig.block_h``, ``gated_delta_rule.heads_per_program``) and one on a GPU. Both launches run
-here on the same inputs, outputs NaN-poisoned first: on the interpreter the results are bit-identical
-(the same operations on each element), on a GPU within the kernels' tolerances; untouched slots, the null
-block included, stay bit-identical either way, and a wild index is reported with the same kernel, row,
-operation, argument, index and slot.
+(``LaunchConfig.block_h``, ``gated_delta_rule.heads_per_program``) and one on a GPU; the conv's decode
+step runs one request a program without a row tile on the interpreter (``causal_conv1d.decode_kernel``)
+and the ``ROWS``-requests kernel on a GPU. Both forms run here, outputs NaN-poisoned first: on the
+interpreter the results are bit-identical (the same operations on each element), on a GPU within the
+kernels' tolerances; untouched slots, the null block included, stay bit-identical either way, and a wild
+index is reported with the same kernel, row, operation, argument, index and slot.
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ import triton
 
 import mambalab
 from mambalab.device import DEVICE, DEVICE_TYPE
+from mambalab.kernels import causal_conv1d as conv_mod
 from mambalab.kernels import gated_delta_rule as gdn
+from mambalab.kernels.causal_conv1d import causal_conv1d_update
+from mambalab.kernels.causal_conv1d_kernels import _causal_conv1d_decode_kernel, _causal_conv1d_decode_row_kernel
 from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule, fused_sigmoid_gating_delta_rule_update
 from mambalab.kernels.mamba_ssm import LaunchConfig, choose_launch_config, launch_config_override, selective_state_update
 from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indices, tolerance, touched_slots
 from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 
+from test_kernel_causal_conv1d import Case, _bits, _build, _null_rows, _row_out
 from test_kernel_gated_delta_rule import _gen, _nan_empty, make_inputs, make_pool  # noqa: F401
 from test_kernel_selective_state_update import gen, make_case, same_layout_copy
 
@@ -259,3 +264,72 @@ def test_gdn_heads_report_wild_indices_as_one_head_does(bug):
     assert found[0] == found[1]
     assert found[0][0] == gdn.KERNEL_NAME and found[0][5] == -1
     assert torch.equal(pools[0], pools[1])
+
+
+# -- causal conv, the plain decode step ----------------------------------------------
+
+
+def _conv(pool, args, kernel, monkeypatch, bugs=FIXED):
+    monkeypatch.setattr(conv_mod, "decode_kernel", lambda rows, device: kernel)
+    monkeypatch.setattr(conv_mod, "decode_launch_config", lambda dim, batch, dtype, device: (8, 1, 1))
+    pool = pool.clone() if pool._base is None else pool._base.clone().as_strided(pool.shape, pool.stride(),
+                                                                                   pool.storage_offset())
+    out = poison_(torch.empty_like(args["x"]))
+    causal_conv1d_update(conv_state=pool, out=out, bugs=bugs, **args)
+    return pool, out
+
+
+CONV_CASES = [
+    pytest.param(Case(dim=13, width=4, batch=7, num_null=3), id="w4-nulls"),
+    pytest.param(Case(dim=9, width=3, batch=5, num_null=1, bias=False), id="w3-nobias"),
+    pytest.param(Case(dim=6, width=2, batch=6, num_null=2, act=None), id="w2-noact"),
+    pytest.param(Case(dim=11, width=4, batch=5, seqlen=1, num_null=1, pad=7), id="3d-seqlen1-padded"),
+    pytest.param(Case(dim=17, width=4, batch=6, idx2d=3, num_null=2), id="indices-2d"),
+    pytest.param(Case(dim=5, width=4, batch=3, no_indices=True), id="no-indices"),
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv_decode_row_kernel_matches_the_decode_kernel(case, monkeypatch):
+    """The interpreter's kernel against the GPU's with one request a program (its batch-1 launch), several
+    channel blocks a row; a padded row's output is its input."""
+    pool, _, args = _build(case, torch.float32, seed=sum(map(ord, repr(case))))
+    before = _bits(pool).clone()
+    p1, o1 = _conv(pool, args, _causal_conv1d_decode_kernel, monkeypatch)
+    p2, o2 = _conv(pool, args, _causal_conv1d_decode_row_kernel, monkeypatch)
+    _same(o2, o1, "conv", "out")
+    assert torch.equal(_bits(p2), _bits(p1)), "state not bit-identical"
+    assert not torch.equal(_bits(p2), before) or case.batch == case.num_null
+    for b in _null_rows(args):
+        assert torch.equal(_row_out(o2, args, b), _row_out(args["x"], args, b))
+
+
+@pytest.mark.parametrize("bug", ["guard-lt-zero", "pad-minus-one"])
+def test_conv_decode_row_kernel_follows_the_guard(bug, monkeypatch):
+    """Under pad-minus-one index 0 is a real slot (read and written); under guard-lt-zero the conv's own
+    guard is unchanged (#39064 is FLA-only); both forms the same."""
+    pool, _, args = _build(Case(dim=8, width=4, batch=4, num_null=2), torch.float32, seed=5)
+    bugs = BugConfig.with_bugs(bug)
+    p1, o1 = _conv(pool, args, _causal_conv1d_decode_kernel, monkeypatch, bugs)
+    p2, o2 = _conv(pool, args, _causal_conv1d_decode_row_kernel, monkeypatch, bugs)
+    _same(o2, o1, "conv", "out")
+    assert torch.equal(_bits(p2), _bits(p1))
+    assert torch.equal(_bits(p2[0]), _bits(pool[0])) is (bug == "guard-lt-zero")
+
+
+@pytest.mark.skipif(DEVICE_TYPE == "cuda", reason="a wild index on a real GPU faults the whole CUDA context")
+def test_conv_decode_row_kernel_reports_a_minus_one_as_the_decode_kernel_does(monkeypatch):
+    pool, _, args = _build(Case(dim=8, width=4, batch=4), torch.float32, seed=6)
+    args["conv_state_indices"] = torch.tensor([2, 3, -1, 1], dtype=torch.int32, device=DEVICE)
+    found = []
+    for kernel in (_causal_conv1d_decode_kernel, _causal_conv1d_decode_row_kernel):
+        with pytest.raises(sanitizer.IllegalMemoryAccess) as err:
+            _conv(pool, args, kernel, monkeypatch, BugConfig.with_bugs("pad-minus-one"))
+        found.append(_first(err.value))
+    assert found[0] == found[1] and found[0][1] == 2 and found[0][5] == -1
+
+
+def test_conv_decode_kernel_rule():
+    assert conv_mod.decode_kernel(1, torch.device("cpu")) is _causal_conv1d_decode_row_kernel
+    assert conv_mod.decode_kernel(1, torch.device("cuda")) is _causal_conv1d_decode_kernel
+    assert conv_mod.decode_kernel(2, torch.device("cpu")) is _causal_conv1d_decode_kernel
