@@ -201,7 +201,11 @@ def test_gdn_heads_match_one_head(name, N, T, H, HV, K, V, nulls, extra):
             assert_untouched(pool, fh, touched)
 
 
-@pytest.mark.parametrize("bugs", [FIXED, BugConfig.with_bugs("guard-lt-zero")], ids=["fixed", "guard-lt-zero"])
+@pytest.mark.parametrize("bugs", [
+    FIXED,
+    pytest.param(BugConfig.with_bugs("guard-lt-zero"), marks=pytest.mark.skipif(
+        DEVICE_TYPE == "cuda", reason="on a GPU the rows writing block 0 race (the bug), so runs differ there")),
+], ids=["fixed", "guard-lt-zero"])
 def test_gdn_heads_varlen_spec_and_gating(bugs):
     """Varlen rows of 1, 0, 2, 3 tokens with 2-D indices, num_accepted (0 skips the row under the fixed
     bound), a null store column; null rows that the pre-#39064 guard reads and writes (slot 0); gating."""
