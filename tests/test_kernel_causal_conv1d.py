@@ -509,8 +509,9 @@ def test_launch_config_rule():
     assert launch_config(8192, 64, torch.bfloat16, cpu) == (128, 1)
     assert launch_config(8192, 64, torch.float32, cpu) == (64, 1)
     assert launch_config(37, 3, torch.float32, cpu) == (64, 1)
-    # the decode kernel: on the interpreter the general kernel's blocks, one request a program
-    assert decode_launch_config(8192, 64, torch.float32, cpu) == (64, 1, 1)
+    # the decode kernel: on the interpreter every channel and one request a program (no mask when exact)
+    assert decode_launch_config(8192, 64, torch.float32, cpu) == (8192, 1, 1)
+    assert decode_launch_config(20, 3, torch.float32, cpu) == (32, 1, 1)
     # on a GPU: DECODE_COLUMN_BYTES of each column, DECODE_ROWS requests (fewer for a tiny batch)
     gpu = torch.device("cuda", 0)
     rows = conv_mod.DECODE_ROWS

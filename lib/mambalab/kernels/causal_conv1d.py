@@ -265,13 +265,12 @@ def decode_launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch
     ``ROWS x (width - 1)`` state loads in flight and loads the taps once for
     all of them. Measured on an H200 (scripts/tune_launch.py, 256/512 bytes x
     1..8 rows): 256 bytes x 2 rows gives 88% of copy fp32 and 89% bf16 at
-    batch 512, where one row a program gave 74% / 65%. On the interpreter: the general kernel's channel
-    blocks and one request per program, so programs, rows and the sanitizer's
-    reports are the same as the general kernel's.
+    batch 512, where one row a program gave 74% / 65%. On the interpreter: one
+    request and every channel per program (its cost is programs x ops), so
+    programs, rows and the sanitizer's reports are the general kernel's rows.
     """
     if device.type != "cuda":
-        block_n, num_warps = launch_config(dim, batch, dtype, device)
-        return block_n, num_warps, 1
+        return triton.next_power_of_2(dim), 1, 1
     block_n = max(32, min(DECODE_COLUMN_BYTES // dtype.itemsize, triton.next_power_of_2(dim)))
     rows = max(1, min(DECODE_ROWS, triton.next_power_of_2(batch)))
     return block_n, 1, rows
@@ -463,8 +462,10 @@ def causal_conv1d_update(
         # The plain decode step: the kernel built for it (several requests a program).
         block_n, num_warps, rows = decode_launch_config(dim, batch, conv_state.dtype, device)
         kernel = decode_kernel(rows, device)
-        pdl = {} if kernel is _causal_conv1d_decode_row_kernel else _pdl_opts(
-            batch, device, PDL_MAX_BATCH_DECODE.get(conv_state.dtype.itemsize, 8))
+        if kernel is _causal_conv1d_decode_row_kernel:
+            opts = {"MASKED": block_n != dim}
+        else:
+            opts = _pdl_opts(batch, device, PDL_MAX_BATCH_DECODE.get(conv_state.dtype.itemsize, 8))
         sanitizer.launch(
             kernel,
             (triton.cdiv(batch, rows), triton.cdiv(dim, block_n)),
@@ -497,7 +498,7 @@ def causal_conv1d_update(
             ROWS=rows,
             BLOCK_N=block_n,
             num_warps=num_warps,
-            **pdl,
+            **opts,
         )
         return out
 

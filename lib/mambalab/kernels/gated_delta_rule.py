@@ -350,7 +350,8 @@ def _launch(
     grid = (triton.cdiv(V, BV), HV, N)
     kernel, extra = _gdn_decode_kernel, {}
     if heads > 1:
-        kernel, extra = _gdn_heads_kernel, {"BLOCK_H": heads}
+        kernel, extra = _gdn_heads_kernel, {"BLOCK_H": heads, "ONE_TOKEN": cu_seqlens is None and T == 1,
+                                            "MASKED": not (BV == V and BK == K)}
         grid = (triton.cdiv(V, BV), HV // heads, N)
     stream = STREAM.get(state_in.element_size()) if (
         _streams_on(q.device) and in_place and indexed == 1 and not multi_token and A_log is None

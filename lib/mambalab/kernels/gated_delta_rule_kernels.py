@@ -248,6 +248,8 @@ def _gdn_heads_kernel(
     INDEXED: tl.constexpr, IS_SPEC: tl.constexpr, BOUND_ACCEPTED: tl.constexpr, HAS_BETA: tl.constexpr,
     USE_L2NORM: tl.constexpr, SIGMOID_GATING: tl.constexpr, GUARD: tl.constexpr,
     BLOCK_H: tl.constexpr,  # value heads a program (a divisor of HV, so no head is masked)
+    ONE_TOKEN: tl.constexpr = False,  # T == 1 and no cu_seqlens: no token loop
+    MASKED: tl.constexpr = True,  # False where BV == V and BK == K: no lane to mask
 ):
     """The general kernel's arguments and results with ``BLOCK_H`` value heads of a sequence in one program
     (the interpreter's launch: its cost is programs x ops). The heads' ``BV x BK`` tiles are stacked as the rows
@@ -259,43 +261,47 @@ def _gdn_heads_kernel(
         seq_len = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
         if seq_len <= 0:
             return
-        i_b = 0
+        flat0 = bos
     else:
-        bos = 0
         seq_len = T
-        i_b = i_n
+        flat0 = i_n * T
     if INDEXED == 0:
         slot = i_n
         live = True
     else:
         if IS_SPEC:
             col = tl.load(num_accepted_tokens + i_n).to(tl.int64) - 1
-        else:
-            col = 0
-        if BOUND_ACCEPTED:
-            in_row = (col >= 0) & (col < num_cols)
-            slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c, mask=in_row, other=0).to(tl.int64)
-        else:
-            slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c).to(tl.int64)
+            if BOUND_ACCEPTED:
+                in_row = (col >= 0) & (col < num_cols)
+                slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c, mask=in_row, other=0).to(tl.int64)
+            else:
+                slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c).to(tl.int64)
+        else:  # column 0 (num_cols >= 1)
+            slot = tl.load(state_indices + i_n * s_idx_n).to(tl.int64)
         live = is_live_slot(slot, null_block_id, GUARD)
 
-    flat0 = i_b * T + bos
     rows = tl.arange(0, BLOCK_H * BV)
     i_hv = tl.program_id(1) * BLOCK_H + rows // BV
     o_v = tl.program_id(0) * BV + rows % BV
-    mask_v = o_v < V
-    p_o = o + (flat0 * HV + i_hv) * V + o_v
     o_k = tl.arange(0, BK)
-    mask_h = mask_v[:, None] & (o_k < K)[None, :]
+    if MASKED:
+        mask_v = o_v < V
+        mask_h = mask_v[:, None] & (o_k < K)[None, :]
+        other = 0.0
+    else:  # every lane is an element: loads and stores without a mask (the interpreter's cheapest)
+        mask_v = None
+        mask_h = None
+        other = None
+    p_o = o + (flat0 * HV + i_hv) * V + o_v
     tile_ht = (i_hv * s_ht_h + o_v * s_ht_v)[:, None] + (o_k * s_ht_k)[None, :]
     if not live:  # zero outputs (and rows of a fresh final state), no state traffic
         zero_v = tl.zeros([BLOCK_H * BV], dtype=o.dtype.element_ty)
-        p_z = ht + flat0 * s_ht_n + tile_ht
         t_skip = tl.zeros([], dtype=tl.int32)
         while t_skip < seq_len:
             tl.store(p_o + t_skip * (HV * V), zero_v, mask=mask_v)
             if not INPLACE:
-                tl.store(p_z + t_skip * s_ht_n, tl.zeros([BLOCK_H * BV, BK], dtype=ht.dtype.element_ty), mask=mask_h)
+                tl.store(ht + (flat0 + t_skip) * s_ht_n + tile_ht,
+                         tl.zeros([BLOCK_H * BV, BK], dtype=ht.dtype.element_ty), mask=mask_h)
             t_skip += 1
         return
 
@@ -304,57 +310,91 @@ def _gdn_heads_kernel(
             tile_h0 = tile_ht
         else:
             tile_h0 = (i_hv * s_h0_h + o_v * s_h0_v)[:, None] + (o_k * s_h0_k)[None, :]
-        b_h = tl.load(h0 + slot * s_h0_n + tile_h0, mask=mask_h, other=0.0).to(tl.float32)
+        b_h = tl.load(h0 + slot * s_h0_n + tile_h0, mask=mask_h, other=other).to(tl.float32)
     else:
         b_h = tl.zeros([BLOCK_H * BV, BK], dtype=tl.float32)
     if SIGMOID_GATING:
         b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
         b_dt_bias = tl.load(dt_bias + i_hv).to(tl.float32)
+    else:
+        b_A = 0.0
+        b_dt_bias = 0.0
     i_h = i_hv // (HV // H)
-    p_q = q + i_b * s_q_b + bos * s_q_t + (i_h * s_q_h)[:, None] + (o_k * s_q_k)[None, :]
-    p_k = k + i_b * s_k_b + bos * s_k_t + (i_h * s_k_h)[:, None] + (o_k * s_k_k)[None, :]
-    p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h + o_v * s_v_v
-    p_g = g + i_b * s_g_b + bos * s_g_t + i_hv * s_g_h
-    p_beta = beta + i_b * s_beta_b + bos * s_beta_t + i_hv * s_beta_h
-    t = tl.zeros([], dtype=tl.int32)
-    while t < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2.4
-        b_q = tl.load(p_q + t * s_q_t, mask=mask_h, other=0.0).to(tl.float32)
-        b_k = tl.load(p_k + t * s_k_t, mask=mask_h, other=0.0).to(tl.float32)
-        b_v = tl.load(p_v + t * s_v_t, mask=mask_v, other=0.0).to(tl.float32)
-        b_g = tl.load(p_g + t * s_g_t).to(tl.float32)
-        if HAS_BETA:
-            b_beta = tl.load(p_beta + t * s_beta_t).to(tl.float32)
-        else:
-            b_beta = 1.0
-        if SIGMOID_GATING:
-            x = b_g + b_dt_bias
-            bx = softplus_beta * x
-            soft = tl.where(
-                bx <= softplus_threshold,
-                tl.log(1.0 + tl.exp(tl.minimum(bx, softplus_threshold))) / softplus_beta,
-                x,
-            )
-            b_g = b_A * soft
-            b_beta = tl.sigmoid(b_beta)
-        if USE_L2NORM:
-            b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=1) + 1e-6)[:, None]
-            b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=1) + 1e-6)[:, None]
-        b_q = b_q * scale
-        b_h = b_h * tl.exp(b_g)[:, None]
-        b_pred = tl.sum(b_h * b_k, axis=1)
-        b_vn = (b_v - b_pred) * b_beta
-        b_h = b_h + b_vn[:, None] * b_k
-        b_o = tl.sum(b_h * b_q, axis=1)
-        tl.store(p_o + t * (HV * V), b_o.to(o.dtype.element_ty), mask=mask_v)
-        if INPLACE:
-            if INDEXED == 2:  # one slot per token (spec decode): the state after token t -> column t
-                if t < num_cols:
-                    dst = tl.load(state_indices + i_n * s_idx_n + t * s_idx_c).to(tl.int64)
-                    if is_live_slot(dst, null_block_id, GUARD):
-                        tl.store(ht + dst * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
-        else:
-            tl.store(ht + (flat0 + t) * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
-        t += 1
-    if INPLACE:
-        if INDEXED != 2:
+    if IS_VARLEN:  # the sequence's first token on the packed token axis
+        p_q, p_k, p_v = q + bos * s_q_t, k + bos * s_k_t, v + bos * s_v_t
+        p_g, p_beta = g + bos * s_g_t, beta + bos * s_beta_t
+    else:  # the sequence's row of the batch
+        p_q, p_k, p_v = q + i_n * s_q_b, k + i_n * s_k_b, v + i_n * s_v_b
+        p_g, p_beta = g + i_n * s_g_b, beta + i_n * s_beta_b
+    p_q += (i_h * s_q_h)[:, None] + (o_k * s_q_k)[None, :]
+    p_k += (i_h * s_k_h)[:, None] + (o_k * s_k_k)[None, :]
+    p_v += i_hv * s_v_h + o_v * s_v_v
+    p_g += i_hv * s_g_h
+    p_beta += i_hv * s_beta_h
+    if ONE_TOKEN:
+        b_h = _gdn_heads_token(b_h, p_q, p_k, p_v, p_g, p_beta, p_o, b_A, b_dt_bias, scale, softplus_beta,
+                               softplus_threshold, mask_v, mask_h, other, o.dtype.element_ty,
+                               HAS_BETA, USE_L2NORM, SIGMOID_GATING)
+        if not INPLACE:
+            tl.store(ht + flat0 * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+        elif INDEXED != 2:  # one slot per sequence: back where it was read
             tl.store(ht + slot * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+        elif num_cols > 0:  # one slot per token: column 0
+            dst = tl.load(state_indices + i_n * s_idx_n).to(tl.int64)
+            if is_live_slot(dst, null_block_id, GUARD):
+                tl.store(ht + dst * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+    else:
+        t = tl.zeros([], dtype=tl.int32)
+        while t < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2.4
+            b_h = _gdn_heads_token(b_h, p_q + t * s_q_t, p_k + t * s_k_t, p_v + t * s_v_t, p_g + t * s_g_t,
+                                   p_beta + t * s_beta_t, p_o + t * (HV * V), b_A, b_dt_bias, scale,
+                                   softplus_beta, softplus_threshold, mask_v, mask_h, other,
+                                   o.dtype.element_ty, HAS_BETA, USE_L2NORM, SIGMOID_GATING)
+            if INPLACE:
+                if INDEXED == 2:  # one slot per token (spec decode): the state after token t -> column t
+                    if t < num_cols:
+                        dst = tl.load(state_indices + i_n * s_idx_n + t * s_idx_c).to(tl.int64)
+                        if is_live_slot(dst, null_block_id, GUARD):
+                            tl.store(ht + dst * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+            else:
+                tl.store(ht + (flat0 + t) * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+            t += 1
+        if INPLACE:
+            if INDEXED != 2:
+                tl.store(ht + slot * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+
+@triton.jit
+def _gdn_heads_token(b_h, p_q, p_k, p_v, p_g, p_beta, p_o, b_A, b_dt_bias, scale, softplus_beta,
+                     softplus_threshold, mask_v, mask_h, other, o_ty: tl.constexpr,
+                     HAS_BETA: tl.constexpr, USE_L2NORM: tl.constexpr, SIGMOID_GATING: tl.constexpr):
+    """One token on the stacked tile (:func:`_gdn_rows`' loop body, a head per row): stores its output,
+    returns the new state rows (fp32)."""
+    b_q = tl.load(p_q, mask=mask_h, other=other).to(tl.float32)
+    b_k = tl.load(p_k, mask=mask_h, other=other).to(tl.float32)
+    b_v = tl.load(p_v, mask=mask_v, other=other).to(tl.float32)
+    b_g = tl.load(p_g).to(tl.float32)
+    if HAS_BETA:
+        b_beta = tl.load(p_beta).to(tl.float32)
+    else:
+        b_beta = 1.0
+    if SIGMOID_GATING:
+        x = b_g + b_dt_bias
+        bx = softplus_beta * x
+        soft = tl.where(
+            bx <= softplus_threshold,
+            tl.log(1.0 + tl.exp(tl.minimum(bx, softplus_threshold))) / softplus_beta,
+            x,
+        )
+        b_g = b_A * soft
+        b_beta = tl.sigmoid(b_beta)
+    if USE_L2NORM:
+        b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=1) + 1e-6)[:, None]
+        b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=1) + 1e-6)[:, None]
+    b_q = b_q * scale
+    b_h = b_h * tl.exp(b_g)[:, None]
+    b_pred = tl.sum(b_h * b_k, axis=1)
+    b_vn = (b_v - b_pred) * b_beta
+    b_h = b_h + b_vn[:, None] * b_k
+    b_o = tl.sum(b_h * b_q, axis=1)
+    tl.store(p_o, b_o.to(o_ty), mask=mask_v)
+    return b_h

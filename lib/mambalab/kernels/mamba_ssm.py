@@ -498,7 +498,8 @@ def selective_state_update(
     pdl = use_pdl(p.state.device) and not (p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M)
     kernel, heads = _ssu_kernel, {}
     if cfg.block_h > 1:
-        kernel, heads, pdl = _ssu_heads_kernel, {"BLOCK_H": cfg.block_h}, False
+        exact = cfg.block_m == p.dim and triton.next_power_of_2(p.dstate) == p.dstate
+        kernel, heads, pdl = _ssu_heads_kernel, {"BLOCK_H": cfg.block_h, "MASKED": not exact}, False
     has_idx = p.src is not None
     zero2 = (0, 0)
     dtb_s = p.dt_bias.stride() if p.dt_bias is not None else zero2

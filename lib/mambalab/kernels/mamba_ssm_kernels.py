@@ -51,6 +51,7 @@ def _ssu_heads_kernel(
     ONE_TOKEN: tl.constexpr, DST_IS_SRC: tl.constexpr, GUARD: tl.constexpr, CLAMP_ACCEPTED: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_H: tl.constexpr,  # heads a program (a divisor of nheads, so no head is masked)
+    MASKED: tl.constexpr = True,  # False where BLOCK_M == dim and BLOCK_N == dstate: no lane to mask
 ):
     """``_ssu_kernel``'s arguments and results; grid ``(cdiv(dim, BLOCK_M), requests, nheads // BLOCK_H)``."""
     pid_r = tl.program_id(1)
@@ -80,7 +81,12 @@ def _ssu_heads_kernel(
     rows = tl.arange(0, BLOCK_H * BLOCK_M)
     heads = tl.program_id(2) * BLOCK_H + rows // BLOCK_M
     offs_m = tl.program_id(0) * BLOCK_M + rows % BLOCK_M
-    mask_m = offs_m < dim
+    if MASKED:
+        mask_m = offs_m < dim
+        other = 0.0
+    else:  # every lane is an element: loads and stores without a mask (the interpreter's cheapest)
+        mask_m = None
+        other = None
     out_ptrs = out_ptr + bos * s_out_tok + heads * s_out_head + offs_m * s_out_dim
     if not live:  # a padded row: zero outputs, no state traffic
         zeros = tl.zeros([BLOCK_H * BLOCK_M], dtype=out_ptr.dtype.element_ty)
@@ -94,10 +100,12 @@ def _ssu_heads_kernel(
         return
 
     offs_n = tl.arange(0, BLOCK_N)
-    mask_n = offs_n < dstate
-    mask_mn = mask_m[:, None] & mask_n[None, :]
+    if MASKED:
+        mask_mn = mask_m[:, None] & (offs_n < dstate)[None, :]
+    else:
+        mask_mn = None
     tile = (heads * s_state_head + offs_m * s_state_dim)[:, None] + (offs_n * s_state_n)[None, :]
-    state = tl.load(state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=0.0).to(tl.float32)
+    state = tl.load(state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=other).to(tl.float32)
 
     group = heads // heads_per_group
     B_ptrs = B_ptr + bos * s_B_tok + (group * s_B_group)[:, None] + (offs_n * s_B_n)[None, :]
@@ -112,15 +120,15 @@ def _ssu_heads_kernel(
             dt_bias = 0.0
     else:
         A_ptrs = A_ptr + (heads * s_A_head + offs_m * s_A_dim)[:, None] + (offs_n * s_A_n)[None, :]
-        A = tl.load(A_ptrs, mask=mask_mn, other=0.0).to(tl.float32)
+        A = tl.load(A_ptrs, mask=mask_mn, other=other).to(tl.float32)
         dt_ptrs = dt_ptr + bos * s_dt_tok + heads * s_dt_head + offs_m * s_dt_dim
         if HAS_DT_BIAS:
-            dt_bias = tl.load(dt_bias_ptr + heads * s_dtb_head + offs_m * s_dtb_dim, mask=mask_m, other=0.0)
+            dt_bias = tl.load(dt_bias_ptr + heads * s_dtb_head + offs_m * s_dtb_dim, mask=mask_m, other=other)
             dt_bias = dt_bias.to(tl.float32)
         else:
             dt_bias = 0.0
     if HAS_D:
-        D = tl.load(D_ptr + heads * s_D_head + offs_m * s_D_dim, mask=mask_m, other=0.0).to(tl.float32)
+        D = tl.load(D_ptr + heads * s_D_head + offs_m * s_D_dim, mask=mask_m, other=other).to(tl.float32)
     else:
         D = 0.0
     if HAS_Z:
@@ -130,7 +138,7 @@ def _ssu_heads_kernel(
 
     if ONE_TOKEN:
         state, out = _ssu_rows_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D,
-                                     mask_m, mask_mn, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+                                     mask_m, mask_mn, other, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
         if DST_IS_SRC:
             dst_slot = src_slot
             dst_live = True
@@ -148,7 +156,7 @@ def _ssu_heads_kernel(
         while t < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2
             state, out = _ssu_rows_token(state, x_ptrs + t * s_x_tok, B_ptrs + t * s_B_tok, C_ptrs + t * s_C_tok,
                                          dt_ptrs + t * s_dt_tok, z_ptrs + t * s_z_tok, A, dt_bias, D,
-                                         mask_m, mask_mn, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+                                         mask_m, mask_mn, other, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
             if HAS_INDICES:
                 if t < dst_cols:
                     dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row + t * s_dst_col).to(tl.int64)
@@ -163,13 +171,13 @@ def _ssu_heads_kernel(
 
 
 @triton.jit
-def _ssu_rows_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, mask_m, mask_mn,
+def _ssu_rows_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, mask_m, mask_mn, other,
                     TIE_HDIM: tl.constexpr, HAS_DT_BIAS: tl.constexpr, DT_SOFTPLUS: tl.constexpr,
                     HAS_D: tl.constexpr, HAS_Z: tl.constexpr):
     """One token on the stacked tile: ``mambalab.kernels.mamba_ssm._ssu_token`` with a head per row."""
-    x = tl.load(x_ptrs, mask=mask_m, other=0.0).to(tl.float32)
-    B = tl.load(B_ptrs, mask=mask_mn, other=0.0).to(tl.float32)
-    C = tl.load(C_ptrs, mask=mask_mn, other=0.0).to(tl.float32)
+    x = tl.load(x_ptrs, mask=mask_m, other=other).to(tl.float32)
+    B = tl.load(B_ptrs, mask=mask_mn, other=other).to(tl.float32)
+    C = tl.load(C_ptrs, mask=mask_mn, other=other).to(tl.float32)
     if TIE_HDIM:
         dt = tl.load(dt_ptrs).to(tl.float32)  # the row's head's scalar
         if HAS_DT_BIAS:
@@ -179,7 +187,7 @@ def _ssu_rows_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, 
         dA = tl.exp(A * dt)[:, None]
         dBx = (B * dt[:, None]) * x[:, None]
     else:
-        dt = tl.load(dt_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+        dt = tl.load(dt_ptrs, mask=mask_m, other=other).to(tl.float32)
         if HAS_DT_BIAS:
             dt += dt_bias
         if DT_SOFTPLUS:
@@ -191,6 +199,6 @@ def _ssu_rows_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, 
     if HAS_D:
         out += D * x
     if HAS_Z:
-        z = tl.load(z_ptrs, mask=mask_m, other=0.0).to(tl.float32)
+        z = tl.load(z_ptrs, mask=mask_m, other=other).to(tl.float32)
         out *= z * tl.sigmoid(z)
     return state, out
