@@ -60,6 +60,9 @@ def _ssu_heads_kernel(
         seq_len = tl.load(cu_seqlens_ptr + pid_r + 1).to(tl.int64) - bos
         if seq_len == 0:
             return
+    elif ONE_TOKEN:
+        bos = pid_r.to(tl.int64)
+        seq_len = 1
     else:
         bos = pid_r.to(tl.int64) * tokens_per_request
         seq_len = tokens_per_request
