@@ -106,8 +106,12 @@ def launch_ssu(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
     zeros. An illegal access is caught (``KernelRun.error``), not raised.
     On a GPU nothing is recorded and a wild index is a real fault: there a
     negative index is refused.
+
+    One program per (row, head), as vLLM's launch and the lab's on a GPU (the
+    engine's interpreter launch stacks a row's heads in one program for speed),
+    so the programs and addresses shown are the ones a GPU runs.
     """
-    from mambalab.kernels.mamba_ssm import selective_state_update
+    from mambalab.kernels.mamba_ssm import LaunchConfig, launch_config_override, selective_state_update
     from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
 
     H, P, N = 2, 4, 4
@@ -117,8 +121,11 @@ def launch_ssu(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
         return state, dict(x=r(n, H, P), dt=r(n, H, P) * 0.5, A=-(r(H, P, N).abs() + 0.5), B=r(n, 1, N),
                            C=r(n, 1, N), D=r(H, P), dt_bias=r(H, P) * 0.3, z=r(n, H, P), dt_softplus=True)
 
-    return _launch("launch_ssu", indices, bugs, seed, make,
-                   lambda state, idx, b, kw: selective_state_update(state, state_batch_indices=idx, bugs=b, **kw),
+    def run(state, idx, b, kw):
+        with launch_config_override(LaunchConfig(block_m=P, num_warps=4, block_h=1)):
+            selective_state_update(state, state_batch_indices=idx, bugs=b, **kw)
+
+    return _launch("launch_ssu", indices, bugs, seed, make, run,
                    lambda state, idx, kw: selective_state_update_ref(state, state_batch_indices=idx, **kw))
 
 
@@ -127,7 +134,8 @@ def launch_gdn(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
     ``slots``-slot pool, one token each, recorded by the sanitizer; as :func:`launch_ssu` otherwise.
 
     Its guard is FLA's: ``<= 0`` is skipped (fixed), only ``< 0`` under ``guard-lt-zero`` (#39064's
-    pre-fix world: padded rows load the null block and store into it).
+    pre-fix world: padded rows load the null block and store into it). One program per (row, value
+    head), as FLA's launch.
     """
     from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
     from mambalab.kernels.gated_delta_rule_ref import fused_recurrent_gated_delta_rule_ref
@@ -141,7 +149,7 @@ def launch_gdn(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
 
     return _launch("launch_gdn", indices, bugs, seed, make,
                    lambda state, idx, b, kw: fused_recurrent_gated_delta_rule(
-                       initial_state=state, ssm_state_indices=idx, bugs=b, **kw),
+                       initial_state=state, ssm_state_indices=idx, bugs=b, block_h=1, **kw),
                    lambda state, idx, kw: fused_recurrent_gated_delta_rule_ref(
                        initial_state=state, ssm_state_indices=idx, **kw),
                    index_name="ssm_state_indices", family=KernelFamily.FLA)
