@@ -57,7 +57,7 @@ def random_hunt_workload(rng: random.Random) -> Workload:
       served with, and the one where most of the catalogue lives;
     * ``max_num_seqs`` is usually 4 and waves hold up to four requests, so
       decode batches of 3 are common and get padded to the 4-row graph;
-    * one prompt in eight is longer than the token budget (chunked prefill),
+    * one prompt in fifteen is longer than the token budget (chunked prefill),
       and aborts / preemptions land one or two steps after arrival, often
       mid-prefill;
     * almost every conversation opens with a one-token side request on the
