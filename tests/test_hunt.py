@@ -28,8 +28,8 @@ CASES = {  # bug: (seed, workloads the hunt needs), from the benchmark's rows (d
     "spec-slots/width": (2, 1),
     "spec-slots/padding": (2, 1),
     "spec-slots/gather": (2, 1),
-    "stale-is-prefilling": (4, 2),
-    "move-row-stale-source": (3, 4),  # 4 since the DP ranks agree on one graph mode (262acdf); was 2
+    "stale-is-prefilling": (1, 1),  # seed 4 (2 workloads) before P_CHAT_BATCH changed the workloads
+    "move-row-stale-source": (3, 2),  # 2 with P_CHAT_BATCH (issue 16); 4 since 262acdf before it
     "zero-accepted": (0, 1),
     "single-token-extend": (0, 9),  # measured here: seed 0 finds it at workload 9
 }
@@ -156,9 +156,39 @@ def test_generator_is_seeded_and_covers_the_ingredients():
     adds = [e for e in events if type(e).__name__ == "Add"]
     chunked = [len(e.prompt) > w.cfg.runner.max_num_batched_tokens
                for w in ws for evs in w.events.values() for e in evs if type(e).__name__ == "Add"]
-    assert sum(chunked) / len(chunked) > 0.08
+    assert sum(chunked) / len(chunked) > 0.06  # 0.068; 0.12 before P_CHAT_BATCH (fewer mixed bursts)
     prefixes = {a.prompt[:4] for a in adds}
     assert len(prefixes) < 0.9 * len(adds)
+
+
+def _chat_batches(w) -> int:
+    """Steps at which one rank gets two or more fresh chats with replies of CHAT_BATCH_TOKENS (a batch
+    client's burst; a mixed burst rarely sends two such at once, a conversation never)."""
+    from collections import Counter
+
+    from mambalab.lab import hunt_generator
+
+    lo, hi = hunt_generator.CHAT_BATCH_TOKENS
+    adds = [(step, e) for step, evs in w.events.items() for e in evs if type(e).__name__ == "Add"]
+    heads = Counter(e.prompt[:4] for _, e in adds)
+    chats = Counter((step, e.rank) for step, e in adds
+                    if lo <= e.max_tokens <= hi and len(e.prompt) <= 8 and heads[e.prompt[:4]] == 1)
+    return sum(n >= 2 for n in chats.values())
+
+
+def test_chat_batch_bias_sends_several_long_chats_at_once(monkeypatch):
+    """P_CHAT_BATCH (issue 16): a burst is a batch client's chats, sent in one step with longer replies."""
+    from mambalab.lab import hunt_generator
+
+    def share(p: float) -> float:
+        monkeypatch.setattr(hunt_generator, "P_CHAT_BATCH", p)
+        ws = [random_hunt_workload(random.Random(workload_seed(0, i))) for i in range(300)]
+        return sum(_chat_batches(w) > 0 for w in ws) / len(ws)
+
+    p = hunt_generator.P_CHAT_BATCH
+    assert p == 0.5
+    off, default, every = share(0.0), share(p), share(1.0)
+    assert off < 0.15 and default > off + 0.2 and every > default + 0.15, (off, default, every)  # 0.11, 0.39, 0.65
 
 
 def test_bad_usage_exits_2(capsys):

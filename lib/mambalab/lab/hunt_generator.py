@@ -31,6 +31,8 @@ P_ALL = 0.75  # mamba_cache_mode "all", prefix caching (else "none")
 P_FIRST_SIDE_REQUEST = 0.9  # a conversation's first turn goes out with a one-token side request
 P_SIDE_REQUEST = 0.35  # the same for a later turn
 TURN_GAPS = (1, 2, 2, 3)  # steps between the end of a turn's reply and the next turn
+P_CHAT_BATCH = 0.5  # a burst is a batch client's chats, sent at once (else mixed; 0: the issue-8 generator)
+CHAT_BATCH_TOKENS = (4, 10)  # the reply lengths of a batch client's chats
 
 
 def _fresh(rng: random.Random, n: int) -> list[int]:
@@ -45,9 +47,9 @@ def random_hunt_workload(rng: random.Random) -> Workload:
     capture sizes, the token budget), then up to three *conversations* (turns
     pinned to a rank, each starting with the conversation's first block, its
     system prompt; the next turn one to three steps after the reply ended, as
-    the user reads and types) and up to two *bursts* (a client's batch of
-    chats, long prompts and one-token requests on one rank). Requests finish,
-    ranks go idle and the batch changes composition between turns. Arrival
+    the user reads and types) and up to two *bursts* on one rank (a batch
+    client's chats, or a mix of chats, long prompts and one-token requests).
+    Requests finish, ranks go idle and the batch changes composition between turns. Arrival
     steps, ranks, prompts and lengths are random. Biases, all bug-agnostic:
 
     * three workloads in four run two data-parallel ranks, and three in four
@@ -55,7 +57,7 @@ def random_hunt_workload(rng: random.Random) -> Workload:
       served with, and the one where most of the catalogue lives;
     * ``max_num_seqs`` is usually 4 and waves hold up to four requests, so
       decode batches of 3 are common and get padded to the 4-row graph;
-    * one prompt in eight is longer than the token budget (chunked prefill),
+    * one prompt in fifteen is longer than the token budget (chunked prefill),
       and aborts / preemptions land one or two steps after arrival, often
       mid-prefill;
     * almost every conversation opens with a one-token side request on the
@@ -66,6 +68,15 @@ def random_hunt_workload(rng: random.Random) -> Workload:
       earlier ones (a prefix-cache hit in ``"all"`` mode), on the same rank
       (session affinity), so ranks run unequal loads and go idle while the
       other works;
+    * half the bursts are a batch client's chats (an evaluation or
+      summarisation job): two to four chats sent in the same step, with
+      replies of 4-10 tokens, so a rank often decodes several requests for
+      a stretch with nothing prefilling. The DP ranks agree on one CUDA-graph
+      mode, the minimum (as vLLM), so an idle rank's dummy batch replays its
+      FULL graph only while the busy ranks run pure decodes; with mixed
+      bursts alone the busy rank mostly had one row decoding, or a prefill
+      arriving, when a conversation's rank went idle between turns
+      (``P_CHAT_BATCH``; issue 16, measured in docs/hunt.md);
     * data-parallel workloads lean to no speculation and single-rank ones to
       speculation, so both combinations with ``"all"`` stay common; with
       speculative decoding acceptance is a random rate or a random schedule of
@@ -127,11 +138,18 @@ def random_hunt_workload(rng: random.Random) -> Workload:
             add(at, head + _fresh(rng, rng.randint(1, 6)), max_tokens, rank, 0.1)
             end = prompts[-1][2]
             at = end + rng.choice(TURN_GAPS)
-    # One-off bursts: a client's batch lands on the least busy rank, mostly: chats, long prompts
-    # (chunked, often cancelled mid-prefill) and one-token requests (classification, scoring).
+    # One-off bursts: a client's batch lands on the least busy rank, mostly: either a batch client's
+    # chats sent together, or a mix of chats, long prompts (chunked, often cancelled mid-prefill) and
+    # one-token requests (classification, scoring).
     for _ in range(rng.choices([0, 1, 2], weights=[1, 5, 4])[0]):
         at0 = rng.randint(1, 5)
         rank = min(range(dp), key=lambda r: busy_until[r]) if rng.random() < 0.75 else rng.randrange(dp)
+        if P_CHAT_BATCH and rng.random() < P_CHAT_BATCH:  # a batch client's chats, sent together
+            for _ in range(rng.randint(2, 4)):
+                if len(prompts) >= 8:
+                    break
+                add(at0, _fresh(rng, rng.randint(2, 8)), rng.randint(*CHAT_BATCH_TOKENS), rank, 0.1)
+            continue
         for _ in range(rng.choices([1, 2, 3, 4], weights=[1, 2, 4, 6])[0]):
             if len(prompts) >= 8:
                 break
