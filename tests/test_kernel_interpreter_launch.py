@@ -27,7 +27,7 @@ from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indi
 from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 
-from test_kernel_causal_conv1d import Case, _bits, _build, _null_rows, _row_out
+from test_kernel_causal_conv1d import MULTI_ROW_CASES, Case, _bits, _build, _null_rows, _row_out
 from test_kernel_gated_delta_rule import _gen, _nan_empty, make_inputs, make_pool  # noqa: F401
 from test_kernel_selective_state_update import gen, make_case, same_layout_copy
 
@@ -283,14 +283,7 @@ def _conv(pool, args, kernel, monkeypatch, bugs=FIXED):
     return pool, out
 
 
-CONV_CASES = [
-    pytest.param(Case(dim=13, width=4, batch=7, num_null=3), id="w4-nulls"),
-    pytest.param(Case(dim=9, width=3, batch=5, num_null=1, bias=False), id="w3-nobias"),
-    pytest.param(Case(dim=6, width=2, batch=6, num_null=2, act=None), id="w2-noact"),
-    pytest.param(Case(dim=11, width=4, batch=5, seqlen=1, num_null=1, pad=7), id="3d-seqlen1-padded"),
-    pytest.param(Case(dim=17, width=4, batch=6, idx2d=3, num_null=2), id="indices-2d"),
-    pytest.param(Case(dim=5, width=4, batch=3, no_indices=True), id="no-indices"),
-]
+CONV_CASES = MULTI_ROW_CASES  # the GPU kernel's cases: the row kernel must agree on each
 
 
 @pytest.mark.parametrize("case", CONV_CASES)
