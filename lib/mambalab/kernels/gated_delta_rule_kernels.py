@@ -38,6 +38,22 @@ def _load_rows(h0, slot, i_hv, o_v, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k,
 
 
 @triton.jit
+def _sigmoid_gates(b_g, b_beta, b_A, b_dt_bias, softplus_beta, softplus_threshold):
+    """Qwen3-Next's gates computed in the kernel (``fused_sigmoid_gating_delta_rule_update``):
+    ``g <- A * softplus(g + dt_bias)`` with ``A = -exp(A_log)`` and torch's softplus (``beta``,
+    ``threshold``), and ``beta <- sigmoid(beta)``. Returns ``(g, beta)``."""
+    x = b_g + b_dt_bias
+    bx = softplus_beta * x
+    # clamp inside exp so the branch not taken never overflows
+    soft = tl.where(
+        bx <= softplus_threshold,
+        tl.log(1.0 + tl.exp(tl.minimum(bx, softplus_threshold))) / softplus_beta,
+        x,
+    )
+    return b_A * soft, tl.sigmoid(b_beta)
+
+
+@triton.jit
 def _gdn_rows(
     h_rows, o_v, q, k, v, g, beta, o, ht, state_indices, A_log, dt_bias,
     scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
@@ -87,16 +103,7 @@ def _gdn_rows(
         else:
             b_beta = 1.0
         if SIGMOID_GATING:
-            x = b_g + b_dt_bias
-            bx = softplus_beta * x
-            # clamp inside exp so the branch not taken never overflows
-            soft = tl.where(
-                bx <= softplus_threshold,
-                tl.log(1.0 + tl.exp(tl.minimum(bx, softplus_threshold))) / softplus_beta,
-                x,
-            )
-            b_g = b_A * soft
-            b_beta = tl.sigmoid(b_beta)
+            b_g, b_beta = _sigmoid_gates(b_g, b_beta, b_A, b_dt_bias, softplus_beta, softplus_threshold)
 
         if USE_L2NORM:
             b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
@@ -378,15 +385,7 @@ def _gdn_heads_token(b_h, p_q, p_k, p_v, p_g, p_beta, p_o, b_A, b_dt_bias, scale
     else:
         b_beta = 1.0
     if SIGMOID_GATING:
-        x = b_g + b_dt_bias
-        bx = softplus_beta * x
-        soft = tl.where(
-            bx <= softplus_threshold,
-            tl.log(1.0 + tl.exp(tl.minimum(bx, softplus_threshold))) / softplus_beta,
-            x,
-        )
-        b_g = b_A * soft
-        b_beta = tl.sigmoid(b_beta)
+        b_g, b_beta = _sigmoid_gates(b_g, b_beta, b_A, b_dt_bias, softplus_beta, softplus_threshold)
     if USE_L2NORM:
         b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=1) + 1e-6)[:, None]
         b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=1) + 1e-6)[:, None]
