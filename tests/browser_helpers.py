@@ -170,6 +170,17 @@ class JupyterLab:
             body = r.read()
         return json.loads(body) if body else None
 
+    def kernels(self) -> list[dict]:
+        """The server's kernels. Jupyter Server answers 500 to a listing that meets a kernel still being
+        created (its ``last_activity`` not set yet: ``KeyError`` in ``kernel_model``); that listing is
+        taken as "none ready yet" and the caller polls again."""
+        try:
+            return self.api("GET", "/api/kernels") or []
+        except urllib.error.HTTPError as e:
+            if e.code == 500:
+                return []
+            raise
+
     def shutdown_kernels(self) -> None:
         """End every session and kernel (one notebook's kernel must not hold memory during the next)."""
         for s in self.api("GET", "/api/sessions") or []:
@@ -279,7 +290,7 @@ class NotebookPage:
         self.panel.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=timeout * 1000)
         deadline = time.monotonic() + timeout
         while not any(k["execution_state"] == "idle" and k.get("connections", 0) > 0
-                      for k in self.lab.api("GET", "/api/kernels") or []):
+                      for k in self.lab.kernels()):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.name}: no kernel connected after {timeout:.0f} s")
             time.sleep(0.3)
