@@ -35,7 +35,7 @@ from mambalab.device import DEVICE_TYPE
 from mambalab.lab.bugs import BugConfig
 from mambalab.lab.scenarios import guard_lt_zero, stale_rows
 from mambalab.lab.verdict import Verdict
-from mambalab.widgets.idle import IdleWork
+from mambalab.widgets.idle import IdleWork, learner_action
 
 GUARDS: dict[str, tuple[str, Callable]] = {
     "NONE": ("trusting (no check)", lambda idx, null: idx == idx),
@@ -172,6 +172,10 @@ class _Grid:
         return self._cache[key]
 
     def update(self) -> None:
+        with learner_action():  # no full garbage collection inside a toggle (widgets/idle.py)
+            self._update()
+
+    def _update(self) -> None:
         row, col = self.row_toggle.value, self.col_toggle.value
         v, png, note = self.result(row, col)
         colour = "#1a7f37" if v.ok else "#b42318"

@@ -210,7 +210,7 @@ class Panel:
                 if self.slots[name].prerender(self._content_key(name), self._vi):
                     yield
 
-    @guarded()
+    @guarded(action=False)
     def _idle_unit(self, step: Callable[[], bool]) -> bool:
         return False if self._busy else step()
 
