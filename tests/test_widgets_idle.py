@@ -227,3 +227,12 @@ def test_panel_actions_are_learner_actions_and_idle_units_are_not(monkeypatch):
     p._idle_unit(lambda: seen.append(("idle", gc.get_freeze_count())) or False)
     assert seen[0][0] == "step" and seen[0][1] > 0 and seen[-1] == ("idle", 0)
     assert gc.get_freeze_count() == 0
+
+
+def test_the_full_collection_an_action_left_runs_as_the_idle_plan_s_last_unit(monkeypatch):
+    p = bug_panel("stale-is-prefilling", auto_verdict=False)
+    p.step_button.click()
+    monkeypatch.setitem(idle._ACTIONS, "deferred", 3)
+    p.run_idle_work()
+    assert idle._ACTIONS["deferred"] == 0
+    assert not p.idle.step()  # nothing left, nothing due

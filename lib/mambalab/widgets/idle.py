@@ -24,7 +24,9 @@ How it runs, and why it is safe:
   deterministic and cached by settings), so what the learner sees is the
   same, only sooner;
 * headless (tests, scripts) no loop runs and nothing is scheduled:
-  :meth:`IdleWork.drain` runs the plan on demand (``Panel.run_idle_work``).
+  :meth:`IdleWork.drain` runs the plan on demand (``Panel.run_idle_work``);
+* the learner's actions leave Python's full garbage collection to idle time
+  (:func:`learner_action`); a plan's last unit runs it if one is due.
 """
 
 from __future__ import annotations
@@ -125,7 +127,9 @@ class IdleWork:
             next(self._units)
         except StopIteration:
             self._units = None
-            return False
+            if not _ACTIONS["deferred"]:
+                return False
+            gc.collect()  # the last unit: the full collection the actions left to idle time
         self.done += 1
         return True
 
