@@ -138,21 +138,26 @@ def _causal_conv1d_window_row_kernel(
             live = seqlen > 0
         else:
             live = True
-    x_row = x_ptr + row * stride_x_row + start * stride_x_tok + chans * stride_x_dim
-    out_row = out_ptr + row * stride_out_row + start * stride_out_tok + chans * stride_out_dim
+    if IS_VARLEN:  # the wrapper passes row strides 0 under varlen: a row starts at its first token
+        x_row = x_ptr + start * stride_x_tok + chans * stride_x_dim
+        out_row = out_ptr + start * stride_out_tok + chans * stride_out_dim
+    else:
+        x_row = x_ptr + row * stride_x_row + chans * stride_x_dim
+        out_row = out_ptr + row * stride_out_row + chans * stride_out_dim
     if not live:  # padding (or no token): no state traffic, the output is the input
         for t in tl.static_range(MAX_T):
             if t < seqlen:
-                x_in = tl.load(x_row + t * stride_x_tok, mask=chan_ok, other=other)
-                tl.store(out_row + t * stride_out_tok, x_in.to(out_ptr.dtype.element_ty), mask=chan_ok)
+                x_in = tl.load(x_row if t == 0 else x_row + t * stride_x_tok, mask=chan_ok, other=other)
+                tl.store(out_row if t == 0 else out_row + t * stride_out_tok, x_in.to(out_ptr.dtype.element_ty),
+                         mask=chan_ok)
         return
+    col0 = state_ptr + slot * stride_state_slot + chans
     if IS_SPEC:
         accepted = tl.load(accepted_ptr + row * stride_accepted).to(tl.int64)
         off = tl.maximum(accepted - 1, 0)  # a count of 0 reads as 1 (module doc)
+        hist0 = col0 + off * stride_state_pos
     else:
-        off = 0
-    col0 = state_ptr + slot * stride_state_slot + chans
-    hist0 = col0 + off * stride_state_pos
+        hist0 = col0
     # -- every load first (the window kernel's order) ---------------------------
     c0 = tl.load(hist0, mask=chan_ok, other=other).to(tl.float32)
     c1 = c0
@@ -195,7 +200,7 @@ def _causal_conv1d_window_row_kernel(
     for t in tl.static_range(MAX_T):
         if t < seqlen:
             if MAX_T > 4:
-                xv = tl.load(x_row + t * stride_x_tok, mask=chan_ok, other=other)
+                xv = tl.load(x_row if t == 0 else x_row + t * stride_x_tok, mask=chan_ok, other=other)
             elif t == 0:
                 xv = x0
             elif t == 1:
@@ -216,7 +221,8 @@ def _causal_conv1d_window_row_kernel(
                 acc = acc0 + w0 * c0 + w1 * c1 + w2 * c2 + w3 * xf
             if SILU:
                 acc = acc / (1.0 + tl.exp(-acc))
-            tl.store(out_row + t * stride_out_tok, acc.to(out_ptr.dtype.element_ty), mask=chan_ok)
+            tl.store(out_row if t == 0 else out_row + t * stride_out_tok, acc.to(out_ptr.dtype.element_ty),
+                     mask=chan_ok)
             # slide the window by one token
             if HIST == 1:
                 c0 = xf
