@@ -331,8 +331,7 @@ class Panel:
 
     @guarded()
     def _on_tab(self, change) -> None:
-        if self._vi is not None:
-            self._render_selected()
+        self._render_selected()
 
     def _report_internal(self, exc: BaseException, tb: str) -> None:
         self.message.value = box(f"<b>Internal error</b> ({esc(type(exc).__name__)}: {esc(exc)}); the "
@@ -448,23 +447,21 @@ class Panel:
     def _render(self, name: str) -> None:
         slot = self.slots[name]
         if self._vi is None:
+            key = ("no-engine", self.settings.key, name) if self.session and self.session.engine is None else None
+            if key is not None and slot.key != key:  # the message, drawn when its tab shows (as a view's drawing)
+                fig = message_figure(f"The engine could not start, so there is no {VIEWS[name].label.lower()} "
+                                     f"to draw: {self.session.startup_error or 'unknown'}", VIEWS[name].label)
+                from mambalab.viz import figure_to_png
+
+                slot.image.value, slot.key = figure_to_png(fig), key
             return
         if slot.show(self._content_key(name), self._vi):
             self.timings["render"].append(slot.last_seconds)
 
     def _redraw_no_engine(self) -> None:
-        err = self.session.startup_error or "unknown"
         for name in self.view_names:
-            slot = self.slots[name]
-            key = ("no-engine", self.settings.key, name)
-            if slot.key != key:
-                fig = message_figure(f"The engine could not start, so there is no {VIEWS[name].label.lower()} "
-                                     f"to draw: {err}", VIEWS[name].label)
-                from mambalab.viz import figure_to_png
-
-                slot.image.value = figure_to_png(fig)
-                slot.key = key
             self.findings[name].value = findings_html([], VIEWS[name].caption)
+        self._render_selected()
         self.tabs.titles = tuple(VIEWS[n].label for n in self.view_names)
         self.message.value = self._message_html(None)
         self.verdict.value = self._verdict_html()
