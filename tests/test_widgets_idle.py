@@ -235,3 +235,9 @@ def test_the_full_collection_an_action_left_runs_as_the_idle_plan_s_last_unit(mo
     p.run_idle_work()
     assert idle._ACTIONS["deferred"] == 0
     assert not p.idle.step()  # nothing left, nothing due
+
+
+def test_a_new_panel_runs_the_deferred_collection_before_its_build(monkeypatch):
+    monkeypatch.setitem(idle._ACTIONS, "deferred", 5)
+    bug_panel("pad-minus-one", auto_verdict=False)
+    assert idle._ACTIONS["deferred"] == 1  # collected (0), then the build itself ran as one action

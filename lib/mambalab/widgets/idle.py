@@ -52,6 +52,12 @@ def _on_collection(phase: str, info: dict) -> None:
 gc.callbacks.append(_on_collection)
 
 
+def collect_deferred() -> None:
+    """The full collection the learner's actions deferred, now (a new panel: a cell run, before its build)."""
+    if _ACTIONS["deferred"] and not _ACTIONS["depth"] and gc.isenabled() and gc.get_freeze_count() == 0:
+        gc.collect()
+
+
 @contextlib.contextmanager
 def learner_action():
     """A learner's action (a step, a toggle, a knob change) without Python's full garbage collection.
@@ -60,8 +66,9 @@ def learner_action():
     270,000 in a notebook) are frozen (``gc.freeze``) for its duration, so a collection triggered inside
     scans what the action allocates, not them: a full collection over them took ~120 ms on the 2-core
     machine, added to whichever action met it. They are unfrozen after it, and the full collection runs
-    outside the actions: in idle time (engine steps, whose units are not actions) or, after
-    :data:`MAX_DEFERRED_ACTIONS` actions with none, in the next action. Nothing is kept longer than that,
+    outside the actions: in idle time (the idle plan's last unit, or an engine step's allocations), when
+    a new panel is built (:func:`collect_deferred`) or, after :data:`MAX_DEFERRED_ACTIONS` actions with
+    none, in the next action. Nothing is kept longer than that,
     and nothing is computed differently. Nested actions freeze once; objects someone else froze are left
     alone."""
     outer = _ACTIONS["depth"] == 0
@@ -150,4 +157,4 @@ class IdleWork:
                 self._handle = loop.call_later(BETWEEN_UNITS_S, self._tick)
 
 
-__all__ = ["IdleWork", "IDLE_DELAY_S", "running_loop", "learner_action"]
+__all__ = ["IdleWork", "IDLE_DELAY_S", "running_loop", "learner_action", "collect_deferred"]

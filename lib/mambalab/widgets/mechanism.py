@@ -35,7 +35,7 @@ from mambalab.device import DEVICE_TYPE, without_overflow_asserts
 from mambalab.lab.bugs import BugConfig
 from mambalab.lab.scenarios import guard_lt_zero, stale_rows
 from mambalab.lab.verdict import Verdict
-from mambalab.widgets.idle import IdleWork, learner_action
+from mambalab.widgets.idle import IdleWork, collect_deferred, learner_action
 
 GUARDS: dict[str, tuple[str, Callable]] = {
     "NONE": ("trusting (no check)", lambda idx, null: idx == idx),
@@ -127,6 +127,7 @@ class _Grid:
         self.row_toggle.observe(lambda _c: self.update(), names="value")
         self.col_toggle.observe(lambda _c: self.update(), names="value")
         self.fill_button.on_click(lambda _b: self.fill())
+        collect_deferred()  # what earlier actions deferred (widgets/idle.py), before the build's first run
         self.update()
 
     def _repr_mimebundle_(self, **kwargs):

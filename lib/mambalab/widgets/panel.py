@@ -37,7 +37,7 @@ from typing import Callable, Hashable
 import ipywidgets as widgets
 
 from mambalab.lab.scenarios import ReplayResult
-from mambalab.widgets.idle import IdleWork
+from mambalab.widgets.idle import IdleWork, collect_deferred, learner_action
 from mambalab.widgets.session import Session, session_for
 from mambalab.widgets.snapshot import RankView
 from mambalab.widgets.controls import (BAD_COLOUR, NEUTRAL_COLOUR, OK_COLOUR, WARN_COLOUR, box, esc, guarded,
@@ -153,12 +153,15 @@ class Panel:
             if suffix:
                 w.add_class(f"mambalab-{role}-{suffix}")
 
-    @guarded()
+    @guarded(action=False)
     def _start(self) -> None:
-        """The first build (warnings and prints go to the panel's log, as in every callback)."""
+        """The first build (warnings and prints go to the panel's log, as in every callback), after the
+        full garbage collection earlier actions deferred (a cell run, not a click: widgets/idle.py)."""
+        collect_deferred()
         self._busy = True
         try:
-            self._apply_settings()
+            with learner_action():
+                self._apply_settings()
         finally:
             self._busy = False
         self.idle.restart()
