@@ -28,3 +28,21 @@ def test_pinning_returns_the_id_of_a_live_object():
     obj = object()
     assert cg._pinned_id(obj) == id(obj)
     assert cg._PINNED[id(obj)] is obj
+
+
+def test_code_fingerprint_once_per_engine(monkeypatch):
+    """An engine's start-up fingerprints mambalab's code once for all its captures' keys; outside such a
+    block every key fingerprints afresh, so a plant entered between two keys is seen."""
+    from mambalab.engine.core import Engine
+    from mambalab.lab.scenarios import guard_lt_zero
+
+    calls = []
+    real = cg._code_fingerprint
+    monkeypatch.setattr(cg, "_code_fingerprint", lambda: calls.append(1) or real())
+    engine = Engine(guard_lt_zero(0).cfg)
+    assert sum(len(r.runner.graphs) for r in engine.ranks) >= 2 and len(calls) == 1
+    with cg.code_fingerprint_once():
+        first = cg._code_digest()
+        monkeypatch.setattr(cg, "_memo_test_plant", lambda: 0, raising=False)
+        assert cg._code_digest() == first and len(calls) == 2  # inside: the block's one fingerprint
+    assert cg._code_digest() != first and len(calls) == 3  # outside: the plant is part of the key

@@ -20,14 +20,15 @@ from mambalab.device import DEVICE, DEVICE_TYPE
 from mambalab.kernels import causal_conv1d as conv_mod
 from mambalab.kernels import gated_delta_rule as gdn
 from mambalab.kernels.causal_conv1d import causal_conv1d_update
-from mambalab.kernels.causal_conv1d_kernels import _causal_conv1d_decode_kernel, _causal_conv1d_decode_row_kernel
+from mambalab.kernels.causal_conv1d_kernels import _causal_conv1d_decode_kernel, _causal_conv1d_window_kernel
+from mambalab.kernels.causal_conv1d_row_kernels import _causal_conv1d_decode_row_kernel, _causal_conv1d_window_row_kernel
 from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule, fused_sigmoid_gating_delta_rule_update
 from mambalab.kernels.mamba_ssm import LaunchConfig, choose_launch_config, launch_config_override, selective_state_update
 from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indices, tolerance, touched_slots
 from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 
-from test_kernel_causal_conv1d import MULTI_ROW_CASES, Case, _bits, _build, _null_rows, _row_out
+from test_kernel_causal_conv1d import MULTI_ROW_CASES, Case, _batch_of, _bits, _build, _null_rows, _row_out
 from test_kernel_gated_delta_rule import _gen, _nan_empty, make_inputs, make_pool  # noqa: F401
 from test_kernel_selective_state_update import gen, make_case, same_layout_copy
 
@@ -330,3 +331,114 @@ def test_conv_decode_kernel_rule():
     assert conv_mod.decode_kernel(1, torch.device("cpu")) is _causal_conv1d_decode_row_kernel
     assert conv_mod.decode_kernel(1, torch.device("cuda")) is _causal_conv1d_decode_kernel
     assert conv_mod.decode_kernel(2, torch.device("cpu")) is _causal_conv1d_decode_kernel
+
+
+# -- causal conv, few tokens a row (speculative decoding, short varlen rows) -----------
+
+
+def _window(pool, args, kernel, monkeypatch, bugs=FIXED, preload=True):
+    monkeypatch.setattr(conv_mod, "window_kernel", lambda device: kernel)
+    monkeypatch.setattr(conv_mod, "WINDOW_PRELOAD_X", preload)
+    pool = pool._base.clone().as_strided(pool.shape, pool.stride(), pool.storage_offset())
+    out = poison_(torch.empty_like(args["x"]))
+    causal_conv1d_update(conv_state=pool, out=out, bugs=bugs, **args)
+    return pool, out
+
+
+WINDOW_CASES = [  # dim 16: the tiny model's conv (the block is the channels: no masks)
+    pytest.param(Case(dim=16, width=4, batch=5, varlen=(2, 1, 0, 2, 1), num_null=1), id="model-varlen"),
+    pytest.param(Case(dim=16, width=4, batch=6, varlen=(2, 2, 1, 0, 2, 2), num_spec=1, num_null=2, extra_state=1),
+                 id="model-varlen-spec"),
+    pytest.param(Case(dim=37, width=4, batch=6, seqlen=4, num_spec=1, num_null=2, pad=5), id="w4-T4-spec-masked"),
+    pytest.param(Case(dim=9, width=3, batch=5, seqlen=3, num_null=1, bias=False), id="w3-T3-nobias"),
+    pytest.param(Case(dim=8, width=2, batch=4, seqlen=2, num_spec=1, act=None, idx2d=3, num_null=1),
+                 id="w2-T2-spec-2d-noact"),
+    pytest.param(Case(dim=5, width=4, batch=3, seqlen=2, no_indices=True), id="no-indices"),
+    pytest.param(Case(dim=16, width=4, batch=4, varlen=(3, 0, 1, 2), num_spec=1, no_indices=True),
+                 id="no-indices-varlen-spec"),
+    pytest.param(Case(dim=13, width=4, batch=4, varlen=(6, 1, 0, 5), num_null=1), id="T6-varlen"),
+    pytest.param(Case(dim=16, width=3, batch=5, varlen=(6, 2, 0, 5, 1), num_spec=1, num_null=1), id="T6-varlen-spec"),
+]
+
+
+def _window_case(case, seed):
+    pool, _, args = _build(case, torch.float32, seed=seed)
+    if case.num_spec:  # every count 0..T (0 reads as 1)
+        batch = _batch_of(args)
+        args["num_accepted_tokens"] = (torch.arange(batch, dtype=torch.int32) % (case.max_t + 1)).to(DEVICE)
+    return pool, args
+
+
+@pytest.mark.parametrize("preload", [True, False], ids=["x-preloaded", "x-per-token"])
+@pytest.mark.parametrize("case", WINDOW_CASES)
+def test_conv_window_row_kernel_matches_the_window_kernel(case, preload, monkeypatch):
+    """The interpreter's form (every channel a program, short rows' tokens skipped) against the GPU's window
+    kernel (channel blocks, tokens masked); a padded or empty row's output is its input, other slots untouched."""
+    pool, args = _window_case(case, sum(map(ord, repr(case))))
+    p1, o1 = _window(pool, args, _causal_conv1d_window_kernel, monkeypatch, preload=preload)
+    p2, o2 = _window(pool, args, _causal_conv1d_window_row_kernel, monkeypatch)
+    _same(o2, o1, "conv", "out")
+    assert torch.equal(_bits(p2._base), _bits(p1._base)), "pool (padding included) not bit-identical"
+    idx = args["conv_state_indices"]
+    touched = set(range(_batch_of(args))) if idx is None else touched_slots(idx if idx.dim() == 1 else idx[:, 0])
+    assert_untouched(pool, p2, touched)
+    for b in _null_rows(args):
+        assert torch.equal(_row_out(o2, args, b), _row_out(args["x"], args, b))
+
+
+@pytest.mark.parametrize("bug", ["guard-lt-zero", "pad-minus-one"])
+@pytest.mark.parametrize("spec", [False, True], ids=["varlen", "varlen-spec"])
+def test_conv_window_row_kernel_follows_the_guard(bug, spec, monkeypatch):
+    """Under pad-minus-one index 0 is a real slot (read and written); under guard-lt-zero the conv keeps its
+    own guard (#39064 is FLA-only); both forms the same."""
+    case = Case(dim=16, width=4, batch=5, varlen=(2, 1, 2, 0, 2), num_null=2, num_spec=int(spec), extra_state=1)
+    pool, args = _window_case(case, 8 + spec)
+    bugs = BugConfig.with_bugs(bug)
+    p1, o1 = _window(pool, args, _causal_conv1d_window_kernel, monkeypatch, bugs)
+    p2, o2 = _window(pool, args, _causal_conv1d_window_row_kernel, monkeypatch, bugs)
+    _same(o2, o1, "conv", "out")
+    assert torch.equal(_bits(p2._base), _bits(p1._base))
+    assert torch.equal(_bits(p2[0]), _bits(pool[0])) is (bug == "guard-lt-zero")
+
+
+@pytest.mark.skipif(DEVICE_TYPE == "cuda", reason="a wild index on a real GPU faults the whole CUDA context")
+@pytest.mark.parametrize("spec", [False, True], ids=["varlen", "varlen-spec"])
+def test_conv_window_row_kernel_reports_a_minus_one_as_the_window_kernel_does(spec, monkeypatch):
+    case = Case(dim=16, width=4, batch=4, varlen=(2, 1, 2, 2), num_spec=int(spec))
+    pool, args = _window_case(case, 9)
+    args["conv_state_indices"] = torch.tensor([2, 3, -1, 1], dtype=torch.int32, device=DEVICE)
+    found, pools = [], []
+    for kernel in (_causal_conv1d_window_kernel, _causal_conv1d_window_row_kernel):
+        monkeypatch.setattr(conv_mod, "window_kernel", lambda device, k=kernel: k)
+        p = pool._base.clone().as_strided(pool.shape, pool.stride(), pool.storage_offset())
+        with pytest.raises(sanitizer.IllegalMemoryAccess) as err:
+            causal_conv1d_update(conv_state=p, bugs=BugConfig.with_bugs("pad-minus-one"), **args)
+        found.append(_first(err.value))
+        pools.append(p)
+    assert found[0] == found[1] and found[0][1] == 2 and found[0][5] == -1
+    assert torch.equal(_bits(pools[0]._base), _bits(pools[1]._base))
+
+
+def test_conv_window_kernel_rule():
+    assert conv_mod.window_kernel(torch.device("cpu")) is _causal_conv1d_window_row_kernel
+    assert conv_mod.window_kernel(torch.device("cuda")) is _causal_conv1d_window_kernel
+
+
+def test_guard_plants_cover_every_kernel_module():
+    """The learner's guard (notebook 01's fix-it, the guard grid) replaces ``is_live_slot`` in every module
+    whose kernels call it, the interpreter's forms included."""
+    import importlib
+    import pkgutil
+
+    import mambalab.kernels
+    from mambalab.kernels.common import is_live_slot
+    from mambalab.workbook.fix_it import guard_plants
+
+    users = set()
+    for info in pkgutil.iter_modules(mambalab.kernels.__path__):
+        mod = importlib.import_module(f"mambalab.kernels.{info.name}")
+        if info.name != "common" and vars(mod).get("is_live_slot") is is_live_slot:
+            users.add(mod.__name__)
+    planted = {p.owner.__name__ for p in guard_plants(lambda idx, null_block_id: idx != null_block_id)}
+    assert "mambalab.kernels.causal_conv1d_row_kernels" in users
+    assert users <= planted, users - planted

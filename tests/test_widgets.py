@@ -356,3 +356,18 @@ def test_every_panel_has_a_stored_screenshot_shown_beside_its_cell():
             name = m.group(1) or m.group(2).replace("_", "-")
             assert f"](figures/panel-{name}.png)" in src[i - 1], f"{chapter}: no screenshot before {s!r}"
             assert "NBVAL_IGNORE_OUTPUT" in s
+
+
+def test_a_panel_without_engine_draws_a_view_s_message_when_its_tab_shows():
+    """The engine could not start: a change draws the selected view's message at once (one figure, not one
+    per view); another view's is drawn when its tab opens, the same message as a drawing of every view."""
+    p = bug_panel("zero-accepted", auto_verdict=False)
+    assert p.engine is None
+    p.set(seed=1)
+    key = ("no-engine", p.settings.key)
+    assert [p.slots[v].key == key + (v,) for v in p.view_names] == [v == p.selected_view for v in p.view_names]
+    other = next(i for i, v in enumerate(p.view_names) if v != p.selected_view)
+    p.tabs.selected_index = other
+    name = p.view_names[other]
+    assert p.slots[name].key == key + (name,) and p.slots[name].image.value[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "could not start" in p.message.value

@@ -183,3 +183,61 @@ def test_idle_work_draws_the_next_drawings_into_the_cache_without_showing_them()
     p.set(fixed=True)  # the fix toggle: its drawing was made ahead too
     assert p.cursor == 3 and p.slots["state_pool"].cache_hits == hits + 1
     assert p.slots["state_pool"].renders == renders
+
+
+def test_a_learner_action_runs_without_a_full_collection(monkeypatch):
+    """An action freezes what was alive before it (a collection inside scans only what it allocates) and
+    unfreezes it after; nested actions freeze once; someone else's frozen objects are left alone; after
+    MAX_DEFERRED_ACTIONS actions with no full collection in between, the next action lets one run."""
+    import gc
+
+    # (frozen objects that die meanwhile leave the frozen count: it is compared with 0 only)
+    monkeypatch.setitem(idle._ACTIONS, "deferred", 0)
+    assert gc.get_freeze_count() == 0
+    with idle.learner_action():
+        assert gc.get_freeze_count() > 0 and idle._ACTIONS["deferred"] == 1
+        with idle.learner_action():
+            assert gc.get_freeze_count() > 0 and idle._ACTIONS["deferred"] == 1  # frozen once
+        assert gc.get_freeze_count() > 0  # the inner action did not unfreeze the outer one's objects
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        with idle.learner_action():
+            assert idle._ACTIONS["deferred"] == 1  # someone else froze: this action does not
+        assert gc.get_freeze_count() > 0  # and does not unfreeze their objects
+    finally:
+        gc.unfreeze()
+    monkeypatch.setitem(idle._ACTIONS, "deferred", idle.MAX_DEFERRED_ACTIONS)
+    with idle.learner_action():
+        assert gc.get_freeze_count() == 0  # deferred long enough: this one may collect everything
+    gc.collect()
+    assert idle._ACTIONS["deferred"] == 0  # a full collection outside the actions: defer again
+
+
+def test_panel_actions_are_learner_actions_and_idle_units_are_not(monkeypatch):
+    import gc
+
+    monkeypatch.setitem(idle._ACTIONS, "deferred", 0)
+    seen = []
+    p = bug_panel("stale-is-prefilling", auto_verdict=False)
+    real = p.session.advance
+    monkeypatch.setattr(p.session, "advance", lambda: seen.append(("step", gc.get_freeze_count())) or real())
+    p.step_button.click()
+    p._idle_unit(lambda: seen.append(("idle", gc.get_freeze_count())) or False)
+    assert seen[0][0] == "step" and seen[0][1] > 0 and seen[-1] == ("idle", 0)
+    assert gc.get_freeze_count() == 0
+
+
+def test_the_full_collection_an_action_left_runs_as_the_idle_plan_s_last_unit(monkeypatch):
+    p = bug_panel("stale-is-prefilling", auto_verdict=False)
+    p.step_button.click()
+    monkeypatch.setitem(idle._ACTIONS, "deferred", 3)
+    p.run_idle_work()
+    assert idle._ACTIONS["deferred"] == 0
+    assert not p.idle.step()  # nothing left, nothing due
+
+
+def test_a_new_panel_runs_the_deferred_collection_before_its_build(monkeypatch):
+    monkeypatch.setitem(idle._ACTIONS, "deferred", 5)
+    bug_panel("pad-minus-one", auto_verdict=False)
+    assert idle._ACTIONS["deferred"] == 1  # collected (0), then the build itself ran as one action

@@ -34,6 +34,7 @@ from mambalab.device import DEVICE, without_overflow_asserts
 from mambalab.model.drafter import OracleDrafter
 from mambalab.core.kv_cache_manager import KVCacheManager
 from mambalab.model.tiny_hybrid import TinyHybridConfig, TinyHybridModel
+from mambalab.worker.cuda_graph import code_fingerprint_once
 from mambalab.worker.model_runner import ModelRunner, RunnerConfig, StepRecord
 from mambalab.worker.cudagraph_dispatcher import CUDAGraphMode, synchronize_cudagraph_mode
 from mambalab.core.request import Request
@@ -157,7 +158,8 @@ class Engine:
             device=device)
         self.drafter = (OracleDrafter(self.model, rc.num_speculative_tokens, self.cfg.acceptance,
                                       self.cfg.drafter_seed) if rc.num_speculative_tokens else None)
-        with without_overflow_asserts():  # the ranks' CUDA-graph captures run the model
+        # the ranks' CUDA-graph captures run the model; their memo keys share one code fingerprint
+        with without_overflow_asserts(), code_fingerprint_once():
             self.ranks: list[Rank] = [build_rank(i, self.cfg, self.bugs, self.model, device) for i in dp_ranks]
         self._by_index = {r.index: r for r in self.ranks}
         self.step = 0

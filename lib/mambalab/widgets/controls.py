@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import ipywidgets as widgets
 
+from mambalab.widgets.idle import learner_action
+
 # Okabe–Ito, as the drawings: never colour alone (every box also says it in words and a symbol).
 OK_COLOUR = "#009E73"
 BAD_COLOUR = "#D55E00"
@@ -120,12 +122,14 @@ def lines_html(lines: list[str], limit: int = 4) -> str:
     return "<br>".join(shown)
 
 
-def guarded(panel_attr_log: str = "log", panel_attr_msg: str = "_report_internal"):
+def guarded(panel_attr_log: str = "log", panel_attr_msg: str = "_report_internal", *, action: bool = True):
     """Decorator for a panel method used as a widget callback.
 
     stdout/stderr and warnings raised inside go into the panel's ``Output``
     widget; an exception becomes a message in the panel instead of a
-    traceback printed by ipywidgets.
+    traceback printed by ipywidgets. ``action``: the learner's action, run
+    without a full garbage collection (:func:`~mambalab.widgets.idle.learner_action`;
+    False for idle-time units, where that collection belongs).
     """
 
     def deco(fn: Callable) -> Callable:
@@ -136,7 +140,8 @@ def guarded(panel_attr_log: str = "log", panel_attr_msg: str = "_report_internal
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
-                    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+                    with (learner_action() if action else contextlib.nullcontext()), \
+                            contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
                         result = fn(self, *args, **kwargs)
                 except Exception as exc:  # noqa: BLE001 - shown in the panel
                     getattr(self, panel_attr_msg)(exc, traceback.format_exc())

@@ -31,11 +31,11 @@ from typing import Callable
 
 import ipywidgets as widgets
 
-from mambalab.device import DEVICE_TYPE
+from mambalab.device import DEVICE_TYPE, without_overflow_asserts
 from mambalab.lab.bugs import BugConfig
 from mambalab.lab.scenarios import guard_lt_zero, stale_rows
 from mambalab.lab.verdict import Verdict
-from mambalab.widgets.idle import IdleWork
+from mambalab.widgets.idle import IdleWork, collect_deferred, learner_action
 
 GUARDS: dict[str, tuple[str, Callable]] = {
     "NONE": ("trusting (no check)", lambda idx, null: idx == idx),
@@ -127,6 +127,7 @@ class _Grid:
         self.row_toggle.observe(lambda _c: self.update(), names="value")
         self.col_toggle.observe(lambda _c: self.update(), names="value")
         self.fill_button.on_click(lambda _b: self.fill())
+        collect_deferred()  # what earlier actions deferred (widgets/idle.py), before the build's first run
         self.update()
 
     def _repr_mimebundle_(self, **kwargs):
@@ -172,6 +173,10 @@ class _Grid:
         return self._cache[key]
 
     def update(self) -> None:
+        with learner_action():  # no full garbage collection inside a toggle (widgets/idle.py)
+            self._update()
+
+    def _update(self) -> None:
         row, col = self.row_toggle.value, self.col_toggle.value
         v, png, note = self.result(row, col)
         colour = "#1a7f37" if v.ok else "#b42318"
@@ -260,7 +265,7 @@ class GuardGrid(_Grid):
         plants = _plants_for(("guard", guard), lambda: guard_plants(GUARDS[guard][1]))
         verdict, _ = yield from run_workload_planted_units(guard_lt_zero(self.seed), bugs, plants)
         yield
-        with planted(plants):
+        with planted(plants), without_overflow_asserts():  # as the engine runs its kernels (nothing overflows)
             launch = launch_ssu([3, 5, 2, pad], bugs)
         fig = launch.draw_access_map()
         note = ("one SSU launch: " + ("illegal access before the pool" if launch.error is not None else

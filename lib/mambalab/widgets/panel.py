@@ -37,7 +37,7 @@ from typing import Callable, Hashable
 import ipywidgets as widgets
 
 from mambalab.lab.scenarios import ReplayResult
-from mambalab.widgets.idle import IdleWork
+from mambalab.widgets.idle import IdleWork, collect_deferred, learner_action
 from mambalab.widgets.session import Session, session_for
 from mambalab.widgets.snapshot import RankView
 from mambalab.widgets.controls import (BAD_COLOUR, NEUTRAL_COLOUR, OK_COLOUR, WARN_COLOUR, box, esc, guarded,
@@ -153,12 +153,15 @@ class Panel:
             if suffix:
                 w.add_class(f"mambalab-{role}-{suffix}")
 
-    @guarded()
+    @guarded(action=False)
     def _start(self) -> None:
-        """The first build (warnings and prints go to the panel's log, as in every callback)."""
+        """The first build (warnings and prints go to the panel's log, as in every callback), after the
+        full garbage collection earlier actions deferred (a cell run, not a click: widgets/idle.py)."""
+        collect_deferred()
         self._busy = True
         try:
-            self._apply_settings()
+            with learner_action():
+                self._apply_settings()
         finally:
             self._busy = False
         self.idle.restart()
@@ -210,7 +213,7 @@ class Panel:
                 if self.slots[name].prerender(self._content_key(name), self._vi):
                     yield
 
-    @guarded()
+    @guarded(action=False)
     def _idle_unit(self, step: Callable[[], bool]) -> bool:
         return False if self._busy else step()
 
@@ -331,8 +334,7 @@ class Panel:
 
     @guarded()
     def _on_tab(self, change) -> None:
-        if self._vi is not None:
-            self._render_selected()
+        self._render_selected()
 
     def _report_internal(self, exc: BaseException, tb: str) -> None:
         self.message.value = box(f"<b>Internal error</b> ({esc(type(exc).__name__)}: {esc(exc)}); the "
@@ -448,23 +450,21 @@ class Panel:
     def _render(self, name: str) -> None:
         slot = self.slots[name]
         if self._vi is None:
+            key = ("no-engine", self.settings.key, name) if self.session and self.session.engine is None else None
+            if key is not None and slot.key != key:  # the message, drawn when its tab shows (as a view's drawing)
+                fig = message_figure(f"The engine could not start, so there is no {VIEWS[name].label.lower()} "
+                                     f"to draw: {self.session.startup_error or 'unknown'}", VIEWS[name].label)
+                from mambalab.viz import figure_to_png
+
+                slot.image.value, slot.key = figure_to_png(fig), key
             return
         if slot.show(self._content_key(name), self._vi):
             self.timings["render"].append(slot.last_seconds)
 
     def _redraw_no_engine(self) -> None:
-        err = self.session.startup_error or "unknown"
         for name in self.view_names:
-            slot = self.slots[name]
-            key = ("no-engine", self.settings.key, name)
-            if slot.key != key:
-                fig = message_figure(f"The engine could not start, so there is no {VIEWS[name].label.lower()} "
-                                     f"to draw: {err}", VIEWS[name].label)
-                from mambalab.viz import figure_to_png
-
-                slot.image.value = figure_to_png(fig)
-                slot.key = key
             self.findings[name].value = findings_html([], VIEWS[name].caption)
+        self._render_selected()
         self.tabs.titles = tuple(VIEWS[n].label for n in self.view_names)
         self.message.value = self._message_html(None)
         self.verdict.value = self._verdict_html()

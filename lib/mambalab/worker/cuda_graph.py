@@ -29,6 +29,7 @@ one made while the sanitizer records accesses.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import gc
 import hashlib
@@ -163,11 +164,37 @@ def _code_fingerprint() -> tuple:
     return tuple(out)
 
 
+_CODE_ONCE: dict = {"depth": 0, "digest": None}
+
+
+@contextlib.contextmanager
+def code_fingerprint_once():
+    """Inside the block mambalab's code is fingerprinted once (:func:`_code_digest`): an engine's start-up,
+    whose captures (about five, ~3-6 ms of fingerprint each) run no plant or monkeypatch between them."""
+    _CODE_ONCE["depth"] += 1
+    try:
+        yield
+    finally:
+        _CODE_ONCE["depth"] -= 1
+        if not _CODE_ONCE["depth"]:
+            _CODE_ONCE["digest"] = None
+
+
+def _code_digest() -> str:
+    """A digest of :func:`_code_fingerprint`, computed once inside :func:`code_fingerprint_once`."""
+    digest = _CODE_ONCE["digest"]
+    if digest is None:
+        digest = hashlib.blake2b(repr(_code_fingerprint()).encode(), digest_size=20).hexdigest()
+        if _CODE_ONCE["depth"]:
+            _CODE_ONCE["digest"] = digest
+    return digest
+
+
 def content_key(leaves: list, storages: list[torch.Tensor], *extra) -> str:
     """A digest of what :func:`_reach` found (plain values, the storages' bytes), the code of
     mambalab's modules (:func:`_code_fingerprint`) and ``extra``: equal keys, equal inputs."""
     h = hashlib.blake2b(digest_size=20)
-    h.update(repr((leaves, _code_fingerprint(), *extra)).encode())
+    h.update(repr((leaves, _code_digest(), *extra)).encode())
     for t in storages:
         h.update(_storage_bytes(t).cpu().numpy().tobytes())
     return h.hexdigest()
@@ -227,4 +254,4 @@ class _CaptureMemo:
 _MEMO = _CaptureMemo()
 
 
-__all__ = ["CapturedGraph"]
+__all__ = ["CapturedGraph", "code_fingerprint_once"]
