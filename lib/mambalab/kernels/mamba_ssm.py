@@ -110,6 +110,7 @@ def _ssu_kernel(
     BLOCK_M: tl.constexpr,  # rows of the head dim per program
     BLOCK_N: tl.constexpr,  # next_power_of_2(dstate): the whole state row
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+; off on the interpreter)
+    EARLY_STATE: tl.constexpr = False,  # under PDL: indices and state read before the wait (see below)
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
@@ -120,10 +121,15 @@ def _ssu_kernel(
     if USE_PDL:
         # Programmatic dependent launch (as vLLM's causal_conv1d does): let the next launch's programs be
         # scheduled now, then wait until every earlier launch has finished and its writes are visible.
-        # Nothing is read before the wait, so the order of reads and writes is the one without PDL; what
-        # overlaps is the launch of this grid with the tail of the previous one.
+        # Without EARLY_STATE nothing is read before the wait, so the order of reads and writes is the one
+        # without PDL; what overlaps is the launch of this grid with the tail of the previous one.
         tl.extra.cuda.gdc_launch_dependents()
-        tl.extra.cuda.gdc_wait()
+        if not EARLY_STATE:
+            tl.extra.cuda.gdc_wait()
+    # EARLY_STATE (only with USE_PDL): the metadata (indices, num_accepted, cu_seqlens) and the state tile are
+    # read before the wait, overlapping the previous kernel's tail; everything the previous kernel may have
+    # written (x, dt, B, C, z) is read, and every store made, after it. Correct only when the kernel launched
+    # just before writes neither this state pool nor the metadata: the wrapper's ``state_ready`` contract.
 
     # -- which tokens belong to this request --------------------------------
     if IS_VARLEN:
@@ -155,6 +161,9 @@ def _ssu_kernel(
         if not is_live_slot(src_slot, null_block_id, GUARD):
             # A padded row: zero its outputs and leave, before touching state.
             # This is what makes padding cheap (a few bytes per program).
+            if USE_PDL:
+                if EARLY_STATE:
+                    tl.extra.cuda.gdc_wait()
             zeros = tl.zeros([BLOCK_M], dtype=tl.float32).to(out_ptr.dtype.element_ty)
             t = tl.zeros([], dtype=tl.int32)
             while t < seq_len:
@@ -168,6 +177,9 @@ def _ssu_kernel(
     head_state_ptr = state_ptr + pid_h * s_state_head
     state = tl.load(head_state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=0.0)
     state = state.to(tl.float32)
+    if USE_PDL:
+        if EARLY_STATE:
+            tl.extra.cuda.gdc_wait()
 
     # -- per-head parameters (constant over the tokens) ------------------------
     group = pid_h // heads_per_group
@@ -335,6 +347,18 @@ UNTIED_NUM_WARPS = {4: 1, 2: 1}  # warps a program, A/dt per element (not SMALL)
 BLOCK_M_TIED_FP32_ACTIVATIONS = 8  # fp32 state and activations: 1.02x faster than 16 rows (H200, batch 64-512)
 SMALL_EFFECTIVE_BATCH = 16 * 128  # requests x heads below which fp32 takes the small tile
 NUM_WARPS = 1
+# The early state load (``early_state_load``: indices and state read before PDL's wait), measured on an H200
+# beside vLLM (docs/results/issue14-call15-ab-early.txt, A/B interleaved): a gain only while the launch is a
+# latency-bound chain, so only up to these request x heads (128 heads: batch 4 one token, 8 speculative);
+# A/dt per element: never (even to 0.52x with PDL on the small fp32 tile).
+#   one token, bf16 state: batch 1 1.04 -> 1.60x of vLLM, 2 1.08 -> 1.45x, 4 1.11 -> 1.13x; 8 1.08 -> 1.06x (so not);
+#   one token, fp32 state (with PDL, which the small fp32 tiles otherwise go without): batch 1 0.95 -> 1.14x,
+#   2 1.01 -> 1.08x, 4 0.99 -> 1.01x, 8 0.99 -> 0.93x; from 32: 1.01-1.02x -> 0.98-0.99x;
+#   T = 2, 4 at batch 1: fp32 0.94 / 0.89 -> 1.12 / 0.99x, bf16 0.97 / 0.91 -> 1.15 / 0.97x; batch 8 even or better.
+EARLY_STATE_LOAD = True  # honour early_state_load (False: every launch waits first, as without the promise)
+EARLY_STATE_MAX_REQUEST_HEADS = 4 * 128
+EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN = 8 * 128
+EARLY_STATE_PDL_SMALL_FP32 = True  # with the promise, the small fp32 tiles launch with PDL too
 PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer launch without PDL
 
 _override: LaunchConfig | None = None
@@ -444,6 +468,7 @@ def selective_state_update(
     cu_seqlens=None,
     *,
     bugs: BugConfig | None = None,
+    early_state_load: bool = False,
 ) -> torch.Tensor:
     """One Mamba2 decode step (or a few speculative tokens) for a batch of requests.
 
@@ -467,6 +492,14 @@ def selective_state_update(
         num_accepted_tokens: ``(N,)``: picks the initial-state column.
         cu_seqlens: ``(N + 1,)``: request r owns tokens
             ``cu_seqlens[r]:cu_seqlens[r+1]`` (needs 2-D indices).
+        early_state_load: a promise that the kernel launched just before this one writes neither
+            ``state`` nor the index tensors (``state_batch_indices``, ``num_accepted_tokens``,
+            ``cu_seqlens``), as in a Mamba2 layer, where the conv update precedes the SSU. Under PDL the
+            indices and the state tile are then read before waiting for that kernel, so they overlap its
+            tail; ``x``, ``dt``, ``B``, ``C``, ``z`` are still read, and every store made, after the wait.
+            Broken promise: a state read before the previous kernel's write lands (stale state). Taken
+            where it measured faster (small batches, ``A``/``dt`` per head: ``EARLY_STATE_MAX_*``); no
+            effect without PDL (the interpreter, ``MAMBALAB_PDL=0``, pre-Hopper GPUs).
         bugs: a :class:`~mambalab.lab.bugs.BugConfig` (default: the active one);
             only its ``kernel_guard`` matters here (see the module docstring:
             a skipped request's output rows are zeros).
@@ -495,7 +528,10 @@ def selective_state_update(
         raise ValueError(f"block_h={cfg.block_h} does not divide nheads={p.nheads}")
     # PDL helps the 16-bit state and the larger fp32 launches; the small fp32 tiles (batch <= 8) ran
     # slower with it on an H200 (batch 2: 64% -> 58% of copy), so they launch without it.
-    pdl = use_pdl(p.state.device) and not (p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M)
+    small_fp32 = p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M
+    early = (early_state_load and EARLY_STATE_LOAD and tied and p.num_requests * p.nheads
+             <= (EARLY_STATE_MAX_REQUEST_HEADS if one_token else EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN))
+    pdl = use_pdl(p.state.device) and (not small_fp32 or (early and EARLY_STATE_PDL_SMALL_FP32))
     kernel, heads = _ssu_kernel, {}
     if cfg.block_h > 1:
         exact = cfg.block_m == p.dim and triton.next_power_of_2(p.dstate) == p.dstate
@@ -508,7 +544,7 @@ def selective_state_update(
     src_s = p.src.stride() if has_idx else zero2
     dst_s = p.dst.stride() if has_idx else zero2
     grid = (triton.cdiv(p.dim, cfg.block_m), p.num_requests, p.nheads // cfg.block_h)
-    launch_opts = {"USE_PDL": True, "launch_pdl": True} if pdl else {}
+    launch_opts = {"USE_PDL": True, "launch_pdl": True, **({"EARLY_STATE": True} if early else {})} if pdl else {}
 
     sanitizer.launch(
         kernel, grid,
