@@ -106,8 +106,10 @@ class SSUCase(Case):
             return fn(pool, self.x, self.dt, self.A, self.B, self.C, self.D, self.dt_bias, **kw)
         from mambalab.kernels.mamba_ssm import selective_state_update
 
+        # early_state_load: mambalab's Mamba2 layer makes that promise (the conv before the SSU writes neither
+        # the SSM state nor the indices); here each launch of a timed graph updates its own pool.
         return selective_state_update(pool, self.x, self.dt, self.A, self.B, self.C, self.D, dt_bias=self.dt_bias,
-                                      bugs=bugs, **kw)
+                                      bugs=bugs, early_state_load=True, **kw)
 
     def live_out(self):
         return self.out[: self.active * self.T]

@@ -112,5 +112,9 @@ class Mamba2Mixer:
             num_accepted_tokens=d.num_accepted_tokens,
             cu_seqlens=d.query_start_loc if d.spec else None,
             bugs=d.bugs,
+            # The promise holds here: what runs between the conv and the SSU (the conv, this layer's
+            # reshapes, the zeroed output) writes neither the SSM state pool nor the index tensors, which
+            # the metadata builder filled before the forward.
+            early_state_load=True,
         )
         return self.finish(y)
