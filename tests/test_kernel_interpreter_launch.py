@@ -306,7 +306,8 @@ def test_conv_decode_row_kernel_matches_the_decode_kernel(case, monkeypatch):
 def test_conv_decode_row_kernel_follows_the_guard(bug, monkeypatch):
     """Under pad-minus-one index 0 is a real slot (read and written); under guard-lt-zero the conv's own
     guard is unchanged (#39064 is FLA-only); both forms the same."""
-    pool, _, args = _build(Case(dim=8, width=4, batch=4, num_null=2), torch.float32, seed=5)
+    # One null row: under pad-minus-one every null row reads and writes block 0, so two of them race on a GPU.
+    pool, _, args = _build(Case(dim=8, width=4, batch=4, num_null=1), torch.float32, seed=5)
     bugs = BugConfig.with_bugs(bug)
     p1, o1 = _conv(pool, args, _causal_conv1d_decode_kernel, monkeypatch, bugs)
     p2, o2 = _conv(pool, args, _causal_conv1d_decode_row_kernel, monkeypatch, bugs)
