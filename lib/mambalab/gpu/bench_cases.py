@@ -166,7 +166,7 @@ class GDNCase(Case):
         else:
             from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
 
-            o, _ = fused_recurrent_gated_delta_rule(*args, bugs=bugs, **kw)
+            o, _ = fused_recurrent_gated_delta_rule(*args, bugs=bugs, early_state_load=True, **kw)  # as the SSU's
         self.out = o
         return o
 

@@ -127,11 +127,19 @@ def _gdn_decode_kernel(
     SIGMOID_GATING: tl.constexpr,  # g <- -exp(A_log) softplus(g + dt_bias), beta <- sigmoid(beta)
     GUARD: tl.constexpr,
     SPLIT: tl.constexpr,  # 1 or 2 row blocks per tile (see below)
+    USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+), only with EARLY_STATE
+    EARLY_STATE: tl.constexpr = False,  # indices and state read before the wait (the caller's promise)
 ):
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
     i_n = tl.program_id(2).to(tl.int64)
     i_h = i_hv // (HV // H)  # grouped value attention
+    if USE_PDL:
+        # As the SSU's early_state_load (mamba_ssm.py): the metadata and the state tile are read before
+        # waiting for the previous kernel, q/k/v/g/beta after it, and every store is made after it.
+        tl.extra.cuda.gdc_launch_dependents()
+        if not EARLY_STATE:
+            tl.extra.cuda.gdc_wait()
 
     # -- which tokens belong to this sequence -----------------------------------
     if IS_VARLEN:
@@ -176,6 +184,9 @@ def _gdn_decode_kernel(
         # Skipped sequence (with the fixed guard: null block or negative).
         # Nothing is read or written in the pool; the outputs (and the rows of
         # a fresh final state) are zero-filled so every result is defined.
+        if USE_PDL:
+            if EARLY_STATE:
+                tl.extra.cuda.gdc_wait()
         zero_v = tl.zeros([BV], dtype=tl.float32).to(o.dtype.element_ty)
         zero_h = tl.zeros([BV, BK], dtype=tl.float32).to(ht.dtype.element_ty)
         p_z = ht + flat0 * s_ht_n + tile_ht
@@ -203,6 +214,9 @@ def _gdn_decode_kernel(
     if SPLIT == 2:  # the second block's load is issued before any work on the first
         h_b = _load_rows(h0, slot, i_hv, o_v0 + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K,
                          HAS_INITIAL_STATE, RB, BK)
+    if USE_PDL:
+        if EARLY_STATE:
+            tl.extra.cuda.gdc_wait()
     for half in tl.static_range(SPLIT):
         _gdn_rows(h_a if half == 0 else h_b, o_v0 + half * RB, q, k, v, g, beta, o, ht, state_indices,
                   A_log, dt_bias, scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
@@ -291,6 +305,24 @@ def heads_per_program(HV: int, device: torch.device) -> int:
     return 1 if device.type == "cuda" else HV & -HV
 
 
+# The early state load (early_state_load), general kernel only (the streaming kernel keeps waiting first),
+# up to these sequences x value heads. Measured on an H200 beside vLLM (Qwen3-Next's 32 value heads,
+# docs/results/issue14-call17-ab-gdn-early.txt; vLLM's time over ours, before -> after): bf16 state batch 1
+# 1.27 -> 1.84x, 2 1.05 -> 1.20x, 4 1.04 -> 1.46x, 8 1.00 -> 1.30x; fp32 batch 1-4 1.42-1.88 -> 1.67-2.95x;
+# speculative T = 2 / 4 at batch 8 bf16 1.01 / 1.04 -> 1.17 / 1.13x; at batch 64 (fp32 one token, every T)
+# 0.3-1.5% faster; one row slower (fp32 T = 4 at batch 1, 2.78 -> 2.72x). Not measured above batch 64.
+EARLY_STATE_LOAD = True
+EARLY_STATE_MAX_SEQ_HEADS = 64 * 32
+EARLY_STATE_MAX_SEQ_HEADS_MULTI_TOKEN = 64 * 32
+
+
+def _pdl_on(device: torch.device) -> bool:
+    """PDL as the SSU decides it (a Hopper GPU, never the interpreter, ``MAMBALAB_PDL``)."""
+    from mambalab.kernels.mamba_ssm import use_pdl
+
+    return use_pdl(device)
+
+
 def _streams_on(device: torch.device) -> bool:
     """Whether :data:`STREAM` applies on ``device``: a GPU (the interpreter keeps the general kernel)."""
     return device.type == "cuda"
@@ -300,7 +332,7 @@ def _launch(
     q, k, v, g, beta, scale, initial_state, inplace_final_state, cu_seqlens,
     ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
     null_block_id, bugs, A_log=None, dt_bias=None, softplus_beta=1.0, threshold=20.0,
-    block_v=None, num_warps=None, block_h=None,
+    block_v=None, num_warps=None, block_h=None, early_state_load=False,
 ):
     shapes = validate_gdn_inputs(q, k, v, g, beta, scale, initial_state, inplace_final_state,
                                  cu_seqlens, ssm_state_indices, num_accepted_tokens)
@@ -360,6 +392,9 @@ def _launch(
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
 
+    if (kernel is _gdn_decode_kernel and early_state_load and EARLY_STATE_LOAD and _pdl_on(q.device)
+            and N * HV <= (EARLY_STATE_MAX_SEQ_HEADS_MULTI_TOKEN if multi_token else EARLY_STATE_MAX_SEQ_HEADS)):
+        extra = dict(extra, USE_PDL=True, EARLY_STATE=True, launch_pdl=True)
     dummy = q  # stands in for absent pointer arguments (never dereferenced)
     gate_g = g
     gate_b = beta if beta is not None else dummy
@@ -419,6 +454,7 @@ def fused_recurrent_gated_delta_rule(
     block_v: int | None = None,
     num_warps: int | None = None,
     block_h: int | None = None,
+    early_state_load: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One gated-delta-rule step (or a few, for speculative decoding) on a state pool.
 
@@ -444,6 +480,11 @@ def fused_recurrent_gated_delta_rule(
             ``pad-minus-one`` nothing.
         block_v, num_warps: override :func:`launch_config` (benchmarking only).
         block_h: value heads a program, overriding :func:`heads_per_program` (tests, benchmarking).
+        early_state_load: the caller's promise that the kernel launched just before this one writes
+            neither the state pool nor the index tensors (``cu_seqlens``, ``ssm_state_indices``,
+            ``num_accepted_tokens``), as in a gated-delta-net layer; under PDL they are then read before
+            waiting for it (:func:`mambalab.kernels.mamba_ssm.selective_state_update` has the same
+            argument). Taken by the general kernel at small batches (``EARLY_STATE_MAX_SEQ_HEADS*``).
 
     Returns:
         ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in v's dtype (zeros for
@@ -456,7 +497,8 @@ def fused_recurrent_gated_delta_rule(
     """
     return _launch(q, k, v, g, beta, scale, initial_state, inplace_final_state, cu_seqlens,
                    ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
-                   null_block_id, bugs, block_v=block_v, num_warps=num_warps, block_h=block_h)
+                   null_block_id, bugs, block_v=block_v, num_warps=num_warps, block_h=block_h,
+                   early_state_load=early_state_load)
 
 
 def fused_sigmoid_gating_delta_rule_update(

@@ -100,13 +100,16 @@ class GatedDeltaNetMixer:
         q, k, v = self.heads(qkv)
         g, beta = self.gates(a, b)
         idx = d.gdn_index(state.gdn_recurrent)
+        # The kernel's early state load (read the pool before the previous kernel ends) only where nothing
+        # just before writes that pool: a carry (mamba_cache_mode "all") has just copied states into it.
+        early = not d.carry
         if d.spec:  # varlen: one packed sequence axis, 2-D indices, one slot per token
             o, _ = fused_recurrent_gated_delta_rule(
                 q[None], k[None], v[None], g[None], beta[None],
                 initial_state=state.gdn_recurrent, inplace_final_state=True,
                 cu_seqlens=d.query_start_loc, ssm_state_indices=idx,
                 num_accepted_tokens=d.num_accepted_tokens, use_qk_l2norm_in_kernel=True,
-                bugs=d.bugs,
+                bugs=d.bugs, early_state_load=early,
             )
             o = o[0]
             # Tokens past query_start_loc[-1] (CUDA-graph padding) belong to no
@@ -118,7 +121,7 @@ class GatedDeltaNetMixer:
             o, _ = fused_recurrent_gated_delta_rule(
                 q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None],
                 initial_state=state.gdn_recurrent, inplace_final_state=True,
-                ssm_state_indices=idx, use_qk_l2norm_in_kernel=True, bugs=d.bugs,
+                ssm_state_indices=idx, use_qk_l2norm_in_kernel=True, bugs=d.bugs, early_state_load=early,
             )
             o = o[:, 0]
         return self.finish(o)
