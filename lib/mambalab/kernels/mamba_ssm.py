@@ -492,14 +492,14 @@ def selective_state_update(
         num_accepted_tokens: ``(N,)``: picks the initial-state column.
         cu_seqlens: ``(N + 1,)``: request r owns tokens
             ``cu_seqlens[r]:cu_seqlens[r+1]`` (needs 2-D indices).
-        early_state_load: a promise that the kernel launched just before this one writes neither
-            ``state`` nor the index tensors (``state_batch_indices``, ``num_accepted_tokens``,
-            ``cu_seqlens``), as in a Mamba2 layer, where the conv update precedes the SSU. Under PDL the
-            indices and the state tile are then read before waiting for that kernel, so they overlap its
-            tail; ``x``, ``dt``, ``B``, ``C``, ``z`` are still read, and every store made, after the wait.
-            Broken promise: a state read before the previous kernel's write lands (stale state). Taken
-            where it measured faster (small batches, ``A``/``dt`` per head: ``EARLY_STATE_MAX_*``); no
-            effect without PDL (the interpreter, ``MAMBALAB_PDL=0``, pre-Hopper GPUs).
+        early_state_load: a promise that no kernel still running when this one starts writes ``state`` or the
+            index tensors (``state_batch_indices``, ``num_accepted_tokens``, ``cu_seqlens``): the kernel launched
+            just before, and, where that one lets its dependents start before its own PDL wait (our conv, this
+            kernel), the ones before it, back to the first launched without PDL. Under PDL the indices and the
+            state tile are then read before the wait (overlapping the previous kernel's tail); ``x``, ``dt``,
+            ``B``, ``C``, ``z`` after it, and every store. Broken promise: a stale state. Taken where faster
+            (small batches, ``A``/``dt`` per head: ``EARLY_STATE_MAX_*``); no effect without PDL (interpreter,
+            ``MAMBALAB_PDL=0``, pre-Hopper). A Mamba2 layer keeps it (``model/mamba_mixer2.py``).
         bugs: a :class:`~mambalab.lab.bugs.BugConfig` (default: the active one);
             only its ``kernel_guard`` matters here (see the module docstring:
             a skipped request's output rows are zeros).

@@ -114,7 +114,10 @@ class Mamba2Mixer:
             bugs=d.bugs,
             # The promise holds here: what runs between the conv and the SSU (the conv, this layer's
             # reshapes, the zeroed output) writes neither the SSM state pool nor the index tensors, which
-            # the metadata builder filled before the forward.
+            # the metadata builder filled before the forward. The zeroed output is torch's fill, launched
+            # without PDL: the SSU may start only once it has run, and it started only after the conv
+            # (which lets its dependents start before its own wait) had ended, so no earlier kernel is still
+            # running when the SSU's early loads are issued.
             early_state_load=True,
         )
         return self.finish(y)
