@@ -480,11 +480,13 @@ def fused_recurrent_gated_delta_rule(
             ``pad-minus-one`` nothing.
         block_v, num_warps: override :func:`launch_config` (benchmarking only).
         block_h: value heads a program, overriding :func:`heads_per_program` (tests, benchmarking).
-        early_state_load: the caller's promise that the kernel launched just before this one writes
-            neither the state pool nor the index tensors (``cu_seqlens``, ``ssm_state_indices``,
-            ``num_accepted_tokens``), as in a gated-delta-net layer; under PDL they are then read before
-            waiting for it (:func:`mambalab.kernels.mamba_ssm.selective_state_update` has the same
-            argument). Taken by the general kernel at small batches (``EARLY_STATE_MAX_SEQ_HEADS*``).
+        early_state_load: the caller's promise that no kernel still running when this one starts writes
+            the state pool or the index tensors (``cu_seqlens``, ``ssm_state_indices``,
+            ``num_accepted_tokens``): the kernel launched just before, and, where that one lets its
+            dependents start before its own PDL wait, the ones before it, back to the first launched
+            without PDL; as in a gated-delta-net layer; under PDL they are then read before waiting for it
+            (:func:`mambalab.kernels.mamba_ssm.selective_state_update` has the same argument). Broken
+            promise: a stale state. Taken by the general kernel at small batches (``EARLY_STATE_MAX_SEQ_HEADS*``).
 
     Returns:
         ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in v's dtype (zeros for
