@@ -2,6 +2,8 @@
 
 import gc
 
+import pytest
+
 import mambalab.worker.cuda_graph as cg
 
 
@@ -30,6 +32,7 @@ def test_pinning_returns_the_id_of_a_live_object():
     assert cg._PINNED[id(obj)] is obj
 
 
+@pytest.mark.cpu_only(reason="the capture memo serves the interpreter's stand-in graphs; a GPU captures real CUDA graphs")
 def test_code_fingerprint_once_per_engine(monkeypatch):
     """An engine's start-up fingerprints mambalab's code once for all its captures' keys; outside such a
     block every key fingerprints afresh, so a plant entered between two keys is seen."""
