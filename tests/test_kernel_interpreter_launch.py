@@ -431,6 +431,7 @@ def test_guard_plants_cover_every_kernel_module():
     import importlib
     import pkgutil
 
+    pytest.importorskip("matplotlib", reason="mambalab.workbook (guard_plants) draws: not in the core install")
     import mambalab.kernels
     from mambalab.kernels.common import is_live_slot
     from mambalab.workbook.fix_it import guard_plants
