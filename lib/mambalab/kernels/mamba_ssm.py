@@ -128,8 +128,8 @@ def _ssu_kernel(
             tl.extra.cuda.gdc_wait()
     # EARLY_STATE (only with USE_PDL): the metadata (indices, num_accepted, cu_seqlens) and the state tile are
     # read before the wait, overlapping the previous kernel's tail; everything the previous kernel may have
-    # written (x, dt, B, C, z) is read, and every store made, after it. Correct only when the kernel launched
-    # just before writes neither this state pool nor the metadata: the wrapper's ``state_ready`` contract.
+    # written (x, dt, B, C, z) is read, and every store made, after it. Correct only under the promise the
+    # wrapper's ``early_state_load`` takes (no kernel still running writes this state pool or the metadata).
 
     # -- which tokens belong to this request --------------------------------
     if IS_VARLEN:
