@@ -105,7 +105,6 @@ def test_the_switch_reaches_the_general_kernel_only_under_pdl(monkeypatch, N, T,
     monkeypatch.setattr(gdn.sanitizer, "launch", spy)
     monkeypatch.setattr(gdn, "_streams_on", lambda device: False)  # the general kernel at every batch
     monkeypatch.setattr(gdn, "EARLY_STATE_MAX_SEQ_HEADS", 8)  # 4 sequences x 2 heads: taken; 8 x 2: not
-    monkeypatch.setattr(gdn, "EARLY_STATE_MAX_SEQ_HEADS_MULTI_TOKEN", 8)
     gen = _gen(140)
     q, k, v, g, beta = make_inputs(gen, B=N, T=T, H=1, HV=2, K=8, V=8)
     _, pool = make_pool(gen, N + 1, 2, 8, 8)
@@ -116,8 +115,8 @@ def test_the_switch_reaches_the_general_kernel_only_under_pdl(monkeypatch, N, T,
     (k_wait, wait_first), (k_early, early) = seen
     assert k_wait is k_early is gdn._gdn_decode_kernel
     assert "EARLY_STATE" not in wait_first and "USE_PDL" not in wait_first
-    small = N * 2 <= (gdn.EARLY_STATE_MAX_SEQ_HEADS_MULTI_TOKEN if T > 1 else gdn.EARLY_STATE_MAX_SEQ_HEADS)
-    if gdn._pdl_on(q.device) and taken:
+    small = N * 2 <= gdn.EARLY_STATE_MAX_SEQ_HEADS
+    if gdn.use_pdl(q.device) and taken:
         assert small and early.get("EARLY_STATE") is True and early.get("USE_PDL") is True
     else:
         assert early == wait_first

@@ -74,6 +74,7 @@ from mambalab.constants import NULL_BLOCK_ID
 from mambalab.kernels.common import KernelFamily, bound_accepted_for, guard_for, is_live_slot
 from mambalab.kernels.gated_delta_rule_kernels import _gdn_heads_kernel, _gdn_rows, _gdn_stream_kernel, _load_rows
 from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
+from mambalab.kernels.mamba_ssm import use_pdl  # PDL where the SSU and the conv take it
 
 KERNEL_NAME = "fused_recurrent_gated_delta_rule"
 
@@ -312,15 +313,7 @@ def heads_per_program(HV: int, device: torch.device) -> int:
 # speculative T = 2 / 4 at batch 8 bf16 1.01 / 1.04 -> 1.17 / 1.13x; at batch 64 (fp32 one token, every T)
 # 0.3-1.5% faster; one row slower (fp32 T = 4 at batch 1, 2.78 -> 2.72x). Not measured above batch 64.
 EARLY_STATE_LOAD = True
-EARLY_STATE_MAX_SEQ_HEADS = 64 * 32
-EARLY_STATE_MAX_SEQ_HEADS_MULTI_TOKEN = 64 * 32
-
-
-def _pdl_on(device: torch.device) -> bool:
-    """PDL as the SSU decides it (a Hopper GPU, never the interpreter, ``MAMBALAB_PDL``)."""
-    from mambalab.kernels.mamba_ssm import use_pdl
-
-    return use_pdl(device)
+EARLY_STATE_MAX_SEQ_HEADS = 64 * 32  # one token or several a sequence alike
 
 
 def _streams_on(device: torch.device) -> bool:
@@ -392,8 +385,8 @@ def _launch(
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
 
-    if (kernel is _gdn_decode_kernel and early_state_load and EARLY_STATE_LOAD and _pdl_on(q.device)
-            and N * HV <= (EARLY_STATE_MAX_SEQ_HEADS_MULTI_TOKEN if multi_token else EARLY_STATE_MAX_SEQ_HEADS)):
+    if (kernel is _gdn_decode_kernel and early_state_load and EARLY_STATE_LOAD and use_pdl(q.device)
+            and N * HV <= EARLY_STATE_MAX_SEQ_HEADS):
         extra = dict(extra, USE_PDL=True, EARLY_STATE=True, launch_pdl=True)
     dummy = q  # stands in for absent pointer arguments (never dereferenced)
     gate_g = g
@@ -486,7 +479,7 @@ def fused_recurrent_gated_delta_rule(
             dependents start before its own PDL wait, the ones before it, back to the first launched
             without PDL; as in a gated-delta-net layer; under PDL they are then read before waiting for it
             (:func:`mambalab.kernels.mamba_ssm.selective_state_update` has the same argument). Broken
-            promise: a stale state. Taken by the general kernel at small batches (``EARLY_STATE_MAX_SEQ_HEADS*``).
+            promise: a stale state. Taken by the general kernel at small batches (``EARLY_STATE_MAX_SEQ_HEADS``).
 
     Returns:
         ``(o, final_state)``: ``o`` ``[B, T, HV, V]`` in v's dtype (zeros for
