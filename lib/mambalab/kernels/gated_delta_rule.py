@@ -73,6 +73,7 @@ from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.kernels.common import KernelFamily, bound_accepted_for, guard_for, is_live_slot
 from mambalab.kernels.gated_delta_rule_kernels import _gdn_heads_kernel, _gdn_rows, _gdn_stream_kernel, _load_rows
+from mambalab.kernels.gated_delta_rule_stream import _gdn_spec_stream_kernel
 from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
 from mambalab.kernels.mamba_ssm import use_pdl  # PDL where the SSU and the conv take it
 
@@ -253,6 +254,18 @@ MULTI_TOKEN_BV = {4: 4, 2: 16}
 # slower below), so from 16; fp32 4 x 2, 2 stages: 1.03-1.10x faster at batch 8-16, even at 32, 0.3-1.3%
 # slower from 57, so 8 to 32.
 STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (8, 4, 4, 16, 1 << 30), 4: (4, 2, 2, 8, 32)}
+# Several tokens a sequence (speculative decoding: 2-D indices, in place, no sigmoid gating): the streaming
+# kernel for speculation (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a
+# block, blocks a program, num_stages, fewest sequences, most sequences, warps); only for index rows of at
+# most SPEC_STREAM_MAX_TOKENS columns (the unrolled tokens). Chosen on an H200 beside vLLM 0.33, A/B
+# interleaved (docs/results/issue14-call22-ab-stream.txt, call23-ab-stream2.txt; vLLM's time over ours):
+#   bf16 T = 2, 8 x 4 rows, 3 stages: batch 64 1.09 -> 1.13x, 128 1.07 -> 1.14x, 256 1.07 -> 1.15x; 32 even,
+#   16 1.13 -> 1.10x, 8 1.14 -> 0.87x (the early state load wins there), so from 64;
+#   bf16 T = 3 / 4: every shape slower (0.98-1.01x / 0.82x at best, against 1.07-1.09x; the unrolled tokens
+#   cost registers: 227-255 a thread, and 2 or 4 warps a program were slower still), so two columns at most;
+#   fp32: slower or even in every shape (T = 2-4, batch 8-256).
+SPEC_STREAM: dict[int, tuple[int, int, int, int, int, int]] = {2: (8, 4, 3, 64, 1 << 30, 1)}
+SPEC_STREAM_MAX_TOKENS = 2
 
 
 def launch_config(
@@ -384,6 +397,14 @@ def _launch(
     if stream and stream[3] <= N <= stream[4] and heads == 1:
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
+    spec = SPEC_STREAM.get(state_in.element_size()) if (
+        _streams_on(q.device) and in_place and indexed == 2 and multi_token and A_log is None
+        and block_v is None and heads == 1 and num_cols <= SPEC_STREAM_MAX_TOKENS) else None
+    if spec and spec[3] <= N <= spec[4]:
+        kernel = _gdn_spec_stream_kernel
+        extra = dict(zip(("RB", "NB", "STAGES"), spec[:3]), TOKENS=num_cols)
+        grid = (triton.cdiv(V, spec[0] * spec[1]), HV, N)
+        nw = spec[5]
 
     if (kernel is _gdn_decode_kernel and early_state_load and EARLY_STATE_LOAD and use_pdl(q.device)
             and N * HV <= EARLY_STATE_MAX_SEQ_HEADS):

@@ -68,7 +68,8 @@ from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import INTERPRET
 from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot
-from mambalab.kernels.mamba_ssm_kernels import _softplus, _ssu_heads_kernel
+from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel
+from mambalab.kernels.mamba_ssm_stream import _ssu_stream_kernel, _ssu_token
 from mambalab.kernels.mamba_ssm_ref import prepare_ssu_inputs
 
 KERNEL_NAME = "selective_state_update"
@@ -256,46 +257,6 @@ def _ssu_kernel(
             t += 1
 
 
-@triton.jit
-def _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, mask_m, mask_n,
-               TIE_HDIM: tl.constexpr, HAS_DT_BIAS: tl.constexpr, DT_SOFTPLUS: tl.constexpr,
-               HAS_D: tl.constexpr, HAS_Z: tl.constexpr):
-    """One token of the recurrence on a register tile: returns (new state, output rows), fp32."""
-    x = tl.load(x_ptrs, mask=mask_m, other=0.0).to(tl.float32)
-    B = tl.load(B_ptrs, mask=mask_n, other=0.0).to(tl.float32)
-    C = tl.load(C_ptrs, mask=mask_n, other=0.0).to(tl.float32)
-    if TIE_HDIM:
-        dt = tl.load(dt_ptrs).to(tl.float32)  # one scalar per head
-        if HAS_DT_BIAS:
-            dt += dt_bias
-        if DT_SOFTPLUS:
-            dt = _softplus(dt)
-        dA = tl.exp(A * dt)  # a scalar, not a tile
-        dBx = (B * dt)[None, :] * x[:, None]
-    else:
-        dt = tl.load(dt_ptrs, mask=mask_m, other=0.0).to(tl.float32)
-        if HAS_DT_BIAS:
-            dt += dt_bias
-        if DT_SOFTPLUS:
-            dt = _softplus(dt)
-        # One exponential per state element: exp2 on the pre-scaled argument is one ex2.approx
-        # instruction, where tl.exp goes through libdevice's range-checked expf (vLLM's
-        # triton_helpers.fast_exp does the same). On an H200 this path ran at 78-80% of copy with
-        # tl.exp against 86-89% for vLLM's kernel (docs/benchmarks.md, issue 14).
-        # The per-row factors are formed first (dt * log2(e), dt * x: BLOCK_M values), so each state
-        # element costs one multiply for dA and one for dBx, not two each (the kernel is issue-bound here).
-        dA = tl.math.exp2(A * (dt * 1.4426950408889634)[:, None])
-        dBx = B[None, :] * (dt * x)[:, None]
-    state = state * dA + dBx
-    out = tl.sum(state * C[None, :], axis=1)
-    if HAS_D:
-        out += D * x
-    if HAS_Z:
-        z = tl.load(z_ptrs, mask=mask_m, other=0.0).to(tl.float32)
-        out *= z * tl.sigmoid(z)
-    return state, out
-
-
 # -- launch configuration ------------------------------------------------------
 
 
@@ -360,6 +321,19 @@ EARLY_STATE_MAX_REQUEST_HEADS = 4 * 128
 EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN = 8 * 128
 EARLY_STATE_PDL_SMALL_FP32 = True  # with the promise, the small fp32 tiles launch with PDL too
 PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer launch without PDL
+
+# The streaming kernel (mamba_ssm_stream._ssu_stream_kernel), A/dt per head with indices, keyed by (state
+# element size, several tokens a request): (rows a block, blocks a program, num_stages, fewest request x heads,
+# most request x heads, PDL, warps). Chosen on an H200 beside vLLM 0.33, A/B interleaved
+# (docs/results/issue14-call22-ab-stream.txt, call23-ab-stream2.txt; vLLM's time over ours):
+#   bf16, T = 2, 8 x 4 rows, 3 stages: batch 32 1.04 -> 1.06x, 64 1.06 -> 1.08x, 128 1.07 -> 1.10x,
+#   256 1.07 -> 1.11x; 16 even, 8 and 1 slower; so from 32 x 128 request-heads;
+#   bf16 T = 3 / 4, fp32 T = 2-4: slower or even in every shape (1-4 warps), so not;
+#   one token a request (7 shapes, fp32 and bf16, PDL on and off, batch 2-64): slower everywhere (0.74-1.02x
+#   against 1.00-1.45x), so not.
+SSU_STREAM: dict[tuple[int, bool], tuple[int, int, int, int, int, bool, int]] = {
+    (2, True): (8, 4, 3, 32 * 128, 1 << 30, False, 1)}
+SSU_STREAM_MAX_TOKENS = 2  # most unrolled tokens (the index row's width)
 
 _override: LaunchConfig | None = None
 
@@ -447,6 +421,22 @@ def _is_tied(A: torch.Tensor, dt: torch.Tensor, dt_bias: torch.Tensor | None) ->
         A.stride(1) == 0 and A.stride(2) == 0 and dt.stride(2) == 0
         and (dt_bias is None or dt_bias.stride(1) == 0)
     )
+
+
+def _stream_shape(p, tied: bool, one_token: bool, cfg: LaunchConfig, has_idx: bool) -> dict | None:
+    """The streaming kernel's constexprs where :data:`SSU_STREAM` takes the launch, else None."""
+    if cfg.block_h > 1 or not tied or not has_idx or _override is not None or not _streams_on(p.state.device):
+        return None
+    tokens = 1 if one_token else p.dst.shape[1]
+    rule = SSU_STREAM.get((4 if p.state.element_size() >= 4 else 2, not one_token))
+    if rule is None or tokens > SSU_STREAM_MAX_TOKENS or not rule[3] <= p.num_requests * p.nheads <= rule[4]:
+        return None
+    return dict(RB=rule[0], NB=rule[1], STAGES=rule[2], TOKENS=tokens, PDL=rule[5], WARPS=rule[6])
+
+
+def _streams_on(device: torch.device) -> bool:
+    """Whether :data:`SSU_STREAM` applies on ``device``: a GPU (the interpreter keeps its heads kernel)."""
+    return device.type == "cuda"
 
 
 def selective_state_update(
@@ -537,6 +527,11 @@ def selective_state_update(
         exact = cfg.block_m == p.dim and triton.next_power_of_2(p.dstate) == p.dstate
         kernel, heads, pdl = _ssu_heads_kernel, {"BLOCK_H": cfg.block_h, "MASKED": not exact}, False
     has_idx = p.src is not None
+    stream = _stream_shape(p, tied, one_token, cfg, has_idx)
+    if stream is not None:
+        kernel, heads = _ssu_stream_kernel, stream
+        pdl = use_pdl(p.state.device) and heads.pop("PDL")
+        cfg = LaunchConfig(block_m=stream["RB"], num_warps=heads.pop("WARPS"))
     zero2 = (0, 0)
     dtb_s = p.dt_bias.stride() if p.dt_bias is not None else zero2
     D_s = p.D.stride() if p.D is not None else zero2
@@ -544,6 +539,9 @@ def selective_state_update(
     src_s = p.src.stride() if has_idx else zero2
     dst_s = p.dst.stride() if has_idx else zero2
     grid = (triton.cdiv(p.dim, cfg.block_m), p.num_requests, p.nheads // cfg.block_h)
+    if stream is not None:
+        grid = (triton.cdiv(p.dim, stream["RB"] * stream["NB"]), p.num_requests, p.nheads)
+        early = False  # the streaming kernel waits first
     launch_opts = {"USE_PDL": True, "launch_pdl": True, **({"EARLY_STATE": True} if early else {})} if pdl else {}
 
     sanitizer.launch(
