@@ -36,7 +36,7 @@ def launched(monkeypatch):
     real = gdn.sanitizer.launch
 
     def spy(kernel, grid, *args, **kwargs):
-        seen.append((kernel, kwargs.get("TOKENS")))
+        seen.append((kernel, kwargs.get("TOKENS", kwargs.get("TOKEN_STAGES"))))
         return real(kernel, grid, *args, **kwargs)
 
     monkeypatch.setattr(gdn.sanitizer, "launch", spy)
@@ -156,3 +156,48 @@ def test_the_default_rule(monkeypatch):
                                          cu_seqlens=torch.arange(0, ntok + 1, T, dtype=torch.int32),
                                          ssm_state_indices=idx, num_accepted_tokens=torch.ones(N, dtype=torch.int32))
         assert (seen[-1] is gdn._gdn_spec_stream_kernel) == streams, (N, T, state_dtype)
+
+
+def test_pipelined_token_loop_gives_the_same_bytes(launched, monkeypatch):
+    """The general kernel's token loop as a pipelined tl.range (``TOKEN_STAGES``): the bytes of the plain loop
+    on the interpreter, the reference within tolerance on a GPU; sequences of 3, 0, 1 and 3 tokens."""
+    monkeypatch.setattr(gdn, "SPEC_STREAM", {})
+    monkeypatch.setattr(gdn, "SPEC_TOKEN_STAGES_MIN_N", 1)
+    gen = _gen(334)
+    args, pool, kw = _spec_case(gen, [3, 0, 1, 3], [2, 1, 1, 3], 3, torch.float32, torch.float32, null_rows=0)
+    results = []
+    for stages in (0, 2):
+        monkeypatch.setattr(gdn, "SPEC_TOKEN_STAGES", {4: stages})
+        p = pool.clone()
+        o, _ = fused_recurrent_gated_delta_rule(*args, initial_state=p, bugs=FIXED, **kw)
+        assert launched[-1] == (gdn._gdn_decode_kernel, stages or None)
+        results.append((o, p))
+    (o_plain, p_plain), (o_pipe, p_pipe) = results
+    if DEVICE.type == "cpu":
+        assert torch.equal(o_pipe, o_plain) and torch.equal(p_pipe, p_plain)
+    _check(args, pool, kw, torch.float32, torch.float32, untouched=False)
+    torch.testing.assert_close(p_pipe, pool, rtol=1e-5, atol=1e-6)
+
+
+def test_the_default_token_stages_rule(monkeypatch):
+    """As measured on an H200: a bf16 state from 256 sequences, 3 stages; not fp32, not 64 sequences, not
+    where the streaming kernel takes the launch (two columns). (The launch is caught, not run.)"""
+    monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
+    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    seen = []
+    monkeypatch.setattr(gdn.sanitizer, "launch",
+                        lambda kernel, grid, *a, **kw: seen.append((kernel, kw.get("TOKEN_STAGES", 0))))
+    for N, T, state_dtype, want in ((256, 3, torch.bfloat16, (gdn._gdn_decode_kernel, 3)),
+                                    (256, 4, torch.bfloat16, (gdn._gdn_decode_kernel, 3)),
+                                    (64, 3, torch.bfloat16, (gdn._gdn_decode_kernel, 0)),
+                                    (256, 3, torch.float32, (gdn._gdn_decode_kernel, 0)),
+                                    (256, 2, torch.bfloat16, (gdn._gdn_spec_stream_kernel, 0))):
+        ntok = N * T
+        q = torch.zeros(1, ntok, 1, 8, dtype=torch.bfloat16)
+        v = torch.zeros(1, ntok, 2, 8, dtype=torch.bfloat16)
+        pool = torch.zeros(ntok + 1, 2, 8, 8, dtype=state_dtype)
+        idx = torch.arange(1, ntok + 1, dtype=torch.int32).view(N, T)
+        fused_recurrent_gated_delta_rule(q, q, v, torch.zeros(1, ntok, 2), torch.zeros(1, ntok, 2), initial_state=pool,
+                                         cu_seqlens=torch.arange(0, ntok + 1, T, dtype=torch.int32),
+                                         ssm_state_indices=idx, num_accepted_tokens=torch.ones(N, dtype=torch.int32))
+        assert seen[-1] == want, (N, T, state_dtype)

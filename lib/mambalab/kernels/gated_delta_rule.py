@@ -40,7 +40,10 @@ Launch design
 * On a GPU, one token a sequence (the decode step proper, :data:`STREAM`'s batches) runs the streaming
   kernel of :mod:`mambalab.kernels.gated_delta_rule_kernels`: a program walks blocks of rows in a
   pipelined loop, so the next block's state is in flight (in shared memory) while this one is worked on;
-  a bf16 state needs 80 registers there instead of 168 (docs/benchmarks.md, issue 14).
+  a bf16 state needs 80 registers there instead of 168 (docs/benchmarks.md, issue 14). A speculative step
+  of two tokens a sequence (:data:`SPEC_STREAM`) runs the same walk in
+  :mod:`mambalab.kernels.gated_delta_rule_stream`; longer ones keep the general kernel, whose token loop is
+  pipelined at large batches (:data:`SPEC_TOKEN_STAGES`: the next token's loads in flight).
 * Under the CPU interpreter (which costs programs x ops, whatever a tile's size) a program takes the
   largest power of two of value heads dividing ``HV`` and the whole ``V``
   (:func:`heads_per_program`, :func:`mambalab.kernels.gated_delta_rule_kernels._gdn_heads_kernel`):
@@ -131,6 +134,7 @@ def _gdn_decode_kernel(
     SPLIT: tl.constexpr,  # 1 or 2 row blocks per tile (see below)
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+), only with EARLY_STATE
     EARLY_STATE: tl.constexpr = False,  # indices and state read before the wait (the caller's promise)
+    TOKEN_STAGES: tl.constexpr = 0,  # > 0: the token loop pipelined (gated_delta_rule_kernels._gdn_rows)
 ):
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
@@ -226,7 +230,7 @@ def _gdn_decode_kernel(
                   s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
                   s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
                   s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
-                  HV, K, V, BK, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
+                  HV, K, V, BK, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD, TOKEN_STAGES)
 
 def _num_sms(device: torch.device) -> int:
     if device.type == "cuda":
@@ -266,6 +270,14 @@ STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (8, 4, 4, 16, 1 << 30), 
 #   fp32: slower or even in every shape (T = 2-4, batch 8-256).
 SPEC_STREAM: dict[int, tuple[int, int, int, int, int, int]] = {2: (8, 4, 3, 64, 1 << 30, 1)}
 SPEC_STREAM_MAX_TOKENS = 2
+# Several tokens a sequence, the general kernel (what SPEC_STREAM leaves): its token loop pipelined, the next
+# token's q/k/v/g/beta loads issued while this one is worked on (num_stages by state element size; 0: the
+# plain loop), from this many sequences. Chosen on an H200 beside vLLM 0.33, A/B interleaved
+# (docs/results/issue14-call24-ab-tokstages.txt; vLLM's time over ours): bf16, 3 stages, batch 256 T = 3 / 4
+# 1.06 / 1.07 -> 1.11 / 1.11x (2 stages: 1.09 / 1.08x); batch 64 even (1.09 -> 1.09 / 1.10x), batch 8 0.5-1%
+# slower, 128 not measured, so from 256; fp32: 0.3-5% slower from batch 8 to 64, even at 256, so not.
+SPEC_TOKEN_STAGES: dict[int, int] = {2: 3}
+SPEC_TOKEN_STAGES_MIN_N = 256
 
 
 def launch_config(
@@ -406,6 +418,9 @@ def _launch(
         grid = (triton.cdiv(V, spec[0] * spec[1]), HV, N)
         nw = spec[5]
 
+    if kernel is _gdn_decode_kernel and multi_token and _streams_on(q.device):
+        stages = SPEC_TOKEN_STAGES.get(state_in.element_size(), 0) if N >= SPEC_TOKEN_STAGES_MIN_N else 0
+        extra = dict(extra, TOKEN_STAGES=stages) if stages else extra
     if (kernel is _gdn_decode_kernel and early_state_load and EARLY_STATE_LOAD and use_pdl(q.device)
             and N * HV <= EARLY_STATE_MAX_SEQ_HEADS):
         extra = dict(extra, USE_PDL=True, EARLY_STATE=True, launch_pdl=True)

@@ -64,11 +64,14 @@ def _gdn_rows(
     HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
     INPLACE: tl.constexpr, INDEXED: tl.constexpr, HAS_BETA: tl.constexpr, USE_L2NORM: tl.constexpr,
     SIGMOID_GATING: tl.constexpr, GUARD: tl.constexpr,
+    TOKEN_STAGES: tl.constexpr = 0,  # > 0: the token loop is a tl.range with this num_stages (GPU only)
 ):
     """All the sequence's tokens on the value rows ``o_v`` of the state: outputs and stores.
 
     ``h_rows`` is the initial state of those rows (any float dtype); from here
     on it is fp32 in registers until each store rounds it to the pool's dtype.
+    With ``TOKEN_STAGES`` the token loop is pipelined on a GPU: the next token's
+    ``q``/``k``/``v``/``g``/``beta`` loads are issued while this token is worked on.
     """
     b_h = h_rows.to(tl.float32)
     o_k = tl.arange(0, BK)
@@ -80,6 +83,9 @@ def _gdn_rows(
     if SIGMOID_GATING:
         b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
         b_dt_bias = tl.load(dt_bias + i_hv).to(tl.float32)
+    else:
+        b_A = 0.0  # unused (SIGMOID_GATING is off): only so every name is bound
+        b_dt_bias = 0.0
 
     # Scalar base pointers, indexed by the token inside the loop: the loop
     # carries one counter, not a register per vector pointer.
@@ -92,46 +98,67 @@ def _gdn_rows(
     p_fresh = ht + flat0 * s_ht_n  # only with INPLACE == False
     p_col = state_indices + i_n * s_idx_n  # only with INDEXED == 2
 
-    t = tl.zeros([], dtype=tl.int32)
-    while t < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2.4
-        b_q = tl.load(p_q + t * s_q_t + o_k * s_q_k, mask=mask_k, other=0.0).to(tl.float32)
-        b_k = tl.load(p_k + t * s_k_t + o_k * s_k_k, mask=mask_k, other=0.0).to(tl.float32)
-        b_v = tl.load(p_v + t * s_v_t + o_v * s_v_v, mask=mask_v, other=0.0).to(tl.float32)
-        b_g = tl.load(p_g + t * s_g_t).to(tl.float32)
-        if HAS_BETA:
-            b_beta = tl.load(p_beta + t * s_beta_t).to(tl.float32)
-        else:
-            b_beta = 1.0
-        if SIGMOID_GATING:
-            b_g, b_beta = _sigmoid_gates(b_g, b_beta, b_A, b_dt_bias, softplus_beta, softplus_threshold)
-
-        if USE_L2NORM:
-            b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
-            b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
-        b_q = b_q * scale
-
-        b_h = b_h * tl.exp(b_g)  # decay
-        b_pred = tl.sum(b_h * b_k[None, :], axis=1)  # h @ k: what the memory recalls
-        b_vn = (b_v - b_pred) * b_beta  # delta rule correction
-        b_h = b_h + b_vn[:, None] * b_k[None, :]  # rank-1 write
-        b_o = tl.sum(b_h * b_q[None, :], axis=1)  # h @ q
-        tl.store(p_o + t * (HV * V) + o_v, b_o.to(o.dtype.element_ty), mask=mask_v)
-
-        if INPLACE:
-            if INDEXED == 2:
-                # one slot per token (spec decode): the state after token t -> column t
-                if t < num_cols:
-                    dst = tl.load(p_col + t * s_idx_c).to(tl.int64)
-                    if is_live_slot(dst, null_block_id, GUARD):
-                        tl.store(ht + dst * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
-        else:
-            tl.store(p_fresh + t * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
-        t += 1
+    if TOKEN_STAGES > 0:
+        for t in tl.range(0, seq_len, num_stages=TOKEN_STAGES):
+            b_h = _gdn_token(b_h, t, p_q, p_k, p_v, p_g, p_beta, p_o, p_fresh, p_col, ht, o_k, o_v, mask_k, mask_v,
+                             mask_h, tile_ht, b_A, b_dt_bias, scale, softplus_beta, softplus_threshold, num_cols,
+                             null_block_id, s_q_t, s_q_k, s_k_t, s_k_k, s_v_t, s_v_v, s_g_t, s_beta_t, s_ht_n, s_idx_c,
+                             HV, V, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
+    else:
+        t = tl.zeros([], dtype=tl.int32)
+        while t < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2.4
+            b_h = _gdn_token(b_h, t, p_q, p_k, p_v, p_g, p_beta, p_o, p_fresh, p_col, ht, o_k, o_v, mask_k, mask_v,
+                             mask_h, tile_ht, b_A, b_dt_bias, scale, softplus_beta, softplus_threshold, num_cols,
+                             null_block_id, s_q_t, s_q_k, s_k_t, s_k_k, s_v_t, s_v_v, s_g_t, s_beta_t, s_ht_n, s_idx_c,
+                             HV, V, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
+            t += 1
 
     if INPLACE:
         if INDEXED != 2:
             # one slot per sequence: write back where the state was read
             tl.store(ht + slot * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+
+
+@triton.jit
+def _gdn_token(b_h, t, p_q, p_k, p_v, p_g, p_beta, p_o, p_fresh, p_col, ht, o_k, o_v, mask_k, mask_v, mask_h,
+               tile_ht, b_A, b_dt_bias, scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
+               s_q_t, s_q_k, s_k_t, s_k_k, s_v_t, s_v_v, s_g_t, s_beta_t, s_ht_n, s_idx_c,
+               HV: tl.constexpr, V: tl.constexpr, INPLACE: tl.constexpr, INDEXED: tl.constexpr,
+               HAS_BETA: tl.constexpr, USE_L2NORM: tl.constexpr, SIGMOID_GATING: tl.constexpr, GUARD: tl.constexpr):
+    """Token ``t`` of :func:`_gdn_rows` on its rows: the output and the per-token store; returns the state."""
+    b_q = tl.load(p_q + t * s_q_t + o_k * s_q_k, mask=mask_k, other=0.0).to(tl.float32)
+    b_k = tl.load(p_k + t * s_k_t + o_k * s_k_k, mask=mask_k, other=0.0).to(tl.float32)
+    b_v = tl.load(p_v + t * s_v_t + o_v * s_v_v, mask=mask_v, other=0.0).to(tl.float32)
+    b_g = tl.load(p_g + t * s_g_t).to(tl.float32)
+    if HAS_BETA:
+        b_beta = tl.load(p_beta + t * s_beta_t).to(tl.float32)
+    else:
+        b_beta = 1.0
+    if SIGMOID_GATING:
+        b_g, b_beta = _sigmoid_gates(b_g, b_beta, b_A, b_dt_bias, softplus_beta, softplus_threshold)
+
+    if USE_L2NORM:
+        b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
+        b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
+    b_q = b_q * scale
+
+    b_h = b_h * tl.exp(b_g)  # decay
+    b_pred = tl.sum(b_h * b_k[None, :], axis=1)  # h @ k: what the memory recalls
+    b_vn = (b_v - b_pred) * b_beta  # delta rule correction
+    b_h = b_h + b_vn[:, None] * b_k[None, :]  # rank-1 write
+    b_o = tl.sum(b_h * b_q[None, :], axis=1)  # h @ q
+    tl.store(p_o + t * (HV * V) + o_v, b_o.to(p_o.dtype.element_ty), mask=mask_v)
+
+    if INPLACE:
+        if INDEXED == 2:
+            # one slot per token (spec decode): the state after token t -> column t
+            if t < num_cols:
+                dst = tl.load(p_col + t * s_idx_c).to(tl.int64)
+                if is_live_slot(dst, null_block_id, GUARD):
+                    tl.store(ht + dst * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+    else:
+        tl.store(p_fresh + t * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+    return b_h
 
 
 @triton.jit
