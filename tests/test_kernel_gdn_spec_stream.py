@@ -137,6 +137,18 @@ def test_spec_stream_rule_leaves_other_launches_alone(launched, monkeypatch):
     assert launched[-1][0] is gdn._gdn_spec_stream_kernel
 
 
+def _spec_launch(N, T, state_dtype):
+    """A speculative call of N sequences of T tokens (zeros, bf16 activations), for a caught launch."""
+    ntok = N * T
+    q = torch.zeros(1, ntok, 1, 8, dtype=torch.bfloat16)
+    v = torch.zeros(1, ntok, 2, 8, dtype=torch.bfloat16)
+    pool = torch.zeros(ntok + 1, 2, 8, 8, dtype=state_dtype)
+    idx = torch.arange(1, ntok + 1, dtype=torch.int32).view(N, T)
+    fused_recurrent_gated_delta_rule(q, q, v, torch.zeros(1, ntok, 2), torch.zeros(1, ntok, 2), initial_state=pool,
+                                     cu_seqlens=torch.arange(0, ntok + 1, T, dtype=torch.int32),
+                                     ssm_state_indices=idx, num_accepted_tokens=torch.ones(N, dtype=torch.int32))
+
+
 def test_the_default_rule(monkeypatch):
     """As measured on an H200: a bf16 state with two columns from 64 sequences; not three columns, not fp32,
     not fewer sequences. (The launch is caught, not run.)"""
@@ -147,14 +159,7 @@ def test_the_default_rule(monkeypatch):
     for N, T, state_dtype, streams in ((64, 2, torch.bfloat16, True), (256, 2, torch.bfloat16, True),
                                        (16, 2, torch.bfloat16, False), (64, 3, torch.bfloat16, False),
                                        (64, 2, torch.float32, False)):
-        ntok = N * T
-        q = torch.zeros(1, ntok, 1, 8, dtype=torch.bfloat16)
-        v = torch.zeros(1, ntok, 2, 8, dtype=torch.bfloat16)
-        pool = torch.zeros(ntok + 1, 2, 8, 8, dtype=state_dtype)
-        idx = torch.arange(1, ntok + 1, dtype=torch.int32).view(N, T)
-        fused_recurrent_gated_delta_rule(q, q, v, torch.zeros(1, ntok, 2), torch.zeros(1, ntok, 2), initial_state=pool,
-                                         cu_seqlens=torch.arange(0, ntok + 1, T, dtype=torch.int32),
-                                         ssm_state_indices=idx, num_accepted_tokens=torch.ones(N, dtype=torch.int32))
+        _spec_launch(N, T, state_dtype)
         assert (seen[-1] is gdn._gdn_spec_stream_kernel) == streams, (N, T, state_dtype)
 
 
@@ -192,12 +197,5 @@ def test_the_default_token_stages_rule(monkeypatch):
                                     (64, 3, torch.bfloat16, (gdn._gdn_decode_kernel, 0)),
                                     (256, 3, torch.float32, (gdn._gdn_decode_kernel, 0)),
                                     (256, 2, torch.bfloat16, (gdn._gdn_spec_stream_kernel, 0))):
-        ntok = N * T
-        q = torch.zeros(1, ntok, 1, 8, dtype=torch.bfloat16)
-        v = torch.zeros(1, ntok, 2, 8, dtype=torch.bfloat16)
-        pool = torch.zeros(ntok + 1, 2, 8, 8, dtype=state_dtype)
-        idx = torch.arange(1, ntok + 1, dtype=torch.int32).view(N, T)
-        fused_recurrent_gated_delta_rule(q, q, v, torch.zeros(1, ntok, 2), torch.zeros(1, ntok, 2), initial_state=pool,
-                                         cu_seqlens=torch.arange(0, ntok + 1, T, dtype=torch.int32),
-                                         ssm_state_indices=idx, num_accepted_tokens=torch.ones(N, dtype=torch.int32))
+        _spec_launch(N, T, state_dtype)
         assert seen[-1] == want, (N, T, state_dtype)
