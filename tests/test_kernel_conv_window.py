@@ -79,3 +79,38 @@ def test_window_kernel_equals_general_kernel(width, tokens, spec, dtype, preload
     assert torch.equal(pool._base.view(torch.uint8), twin._base.view(torch.uint8)), "the pools differ"
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     torch.testing.assert_close(out_w.float(), out_g.float(), rtol=tol, atol=tol)
+
+
+def test_window_launch_rule():
+    """As measured on an H200: 512 channels a program for an fp32 state, rows of 3 tokens or more, from 64
+    requests; 256 otherwise; never more than the (padded) channels."""
+    rule = conv_mod.window_launch_config
+    assert rule(4096, 64, 3, 4) == (512, conv_mod.WINDOW_WARPS)
+    assert rule(4096, 256, 4, 4) == (512, conv_mod.WINDOW_WARPS)
+    for dim, batch, max_t, size in ((4096, 256, 2, 4), (4096, 8, 4, 4), (4096, 256, 4, 2)):
+        assert rule(dim, batch, max_t, size) == (256, conv_mod.WINDOW_WARPS), (dim, batch, max_t, size)
+    assert rule(300, 64, 3, 4)[0] == 512 and rule(200, 64, 3, 4)[0] == 256 and rule(20, 64, 3, 4)[0] == 32
+
+
+@pytest.mark.cuda
+def test_wide_window_kernel_equals_general_kernel(monkeypatch):
+    """The wide launch (512 channels a program, masked at 600 channels) against the general kernel: fp32,
+    64 speculative rows of 3 tokens, padded rows; the pools bit-identical, the outputs equal up to rounding."""
+    gen = torch.Generator().manual_seed(600)
+    batch, dim, width, T = 64, 600, 4, 3
+    assert conv_mod.window_launch_config(dim, batch, T, 4)[0] == 512
+    x = torch.randn(batch, dim, T, generator=gen).to(DEVICE)
+    state_len = width - 2 + T + 1
+    slots = batch + 9
+    pool = make_conv_state(slots, dim, state_len, torch.float32, DEVICE)
+    pool.copy_(torch.randn(pool.shape, generator=gen))
+    twin = pool.clone()
+    idx = random_slot_indices(batch, slots, num_null_rows=5, generator=gen).to(DEVICE)
+    args = dict(x=x, weight=torch.randn(dim, width, generator=gen).to(DEVICE),
+                bias=torch.randn(dim, generator=gen).to(DEVICE), activation="silu", conv_state_indices=idx,
+                num_accepted_tokens=(torch.arange(batch, dtype=torch.int32) % (T + 1)).to(DEVICE))
+    out_w = _run(True, monkeypatch, pool, args)
+    out_g = _run(False, monkeypatch, twin, args)
+    assert not torch.isnan(out_w).any()
+    assert torch.equal(pool, twin)
+    torch.testing.assert_close(out_w, out_g, rtol=1e-5, atol=1e-5)

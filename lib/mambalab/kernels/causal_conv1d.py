@@ -235,6 +235,13 @@ WINDOW_PDL_MAX_BATCH = 1 << 30
 # (T = 2/4, batch 8/64/256, fp32 and bf16): geometric mean 7.83 -> 6.96 us, no row slower; fp32 T = 2 at
 # batch 256 30.6 -> 24.5 us (vLLM 29.4), bf16 T = 4 at 256 25.0 -> 20.2 (vLLM 27.2).
 WINDOW_PRELOAD_X = True
+# fp32 state, rows of at least WINDOW_WIDE_MIN_T tokens, from WINDOW_WIDE_MIN_BATCH requests: 512 channels a
+# program (4 warps). H200 beside vLLM, A/B interleaved (docs/results/issue14-call28-ab-conv.txt, call29): T = 3
+# at batch 64 / 256 1.17 / 1.09 -> 1.22 / 1.13x, T = 4 1.19 / 1.06 -> 1.21 / 1.08x; T = 2 slower (batch 64
+# 1.11 -> 0.99x, 256 1.20 -> 1.02x), batch 1 and 8 slower (1.27-1.46 -> 1.11-1.39x), bf16 mixed (-2% .. +1%).
+WINDOW_WIDE_BLOCK_N = 512
+WINDOW_WIDE_MIN_T = 3
+WINDOW_WIDE_MIN_BATCH = 64
 
 
 # The decode kernel's rule (see decode_launch_config): bytes of each state
@@ -275,6 +282,13 @@ def decode_launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch
     block_n = max(32, min(DECODE_COLUMN_BYTES // dtype.itemsize, triton.next_power_of_2(dim)))
     rows = max(1, min(DECODE_ROWS, triton.next_power_of_2(batch)))
     return block_n, 1, rows
+
+
+def window_launch_config(dim: int, batch: int, max_t: int, state_element_size: int) -> tuple[int, int]:
+    """``(BLOCK_N, num_warps)`` of the window kernel on a GPU, by rule: ``WINDOW_BLOCK_N`` channels a program,
+    ``WINDOW_WIDE_BLOCK_N`` for an fp32 state with rows of several tokens at large batches (above)."""
+    wide = state_element_size >= 4 and max_t >= WINDOW_WIDE_MIN_T and batch >= WINDOW_WIDE_MIN_BATCH
+    return max(32, min(WINDOW_WIDE_BLOCK_N if wide else WINDOW_BLOCK_N, triton.next_power_of_2(dim))), WINDOW_WARPS
 
 
 def decode_kernel(rows: int, device: torch.device):
@@ -519,8 +533,7 @@ def causal_conv1d_update(
     elif window:
         block_n, num_warps = launch_config(dim, batch, conv_state.dtype, device)
         if device.type == "cuda":
-            block_n = max(32, min(WINDOW_BLOCK_N, triton.next_power_of_2(dim)))
-            num_warps = WINDOW_WARPS
+            block_n, num_warps = window_launch_config(dim, batch, max_t, conv_state.element_size())
         pdl = _pdl_opts(batch, device, WINDOW_PDL_MAX_BATCH)
         if pdl:
             pdl["USE_PDL"] = WINDOW_PDL_MODE
