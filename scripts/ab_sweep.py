@@ -1,0 +1,79 @@
+"""The A/B harness of issue 14's device calls: mambalab's kernel variants timed beside vLLM's in one process.
+
+    # on the GPU machine, .vllm/ and .whl/ carried, the wheels in /tmp/site:
+    PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT PARTS=gdn python3 docs/results/issue14-call22-ab-stream.py
+
+A script (one per call, kept in ``docs/results/`` beside its output) builds cases from
+:mod:`mambalab.gpu.bench_cases` and calls :func:`sweep` with its variants and a setter that switches the
+module-level rule between them. For each case: vLLM timed once; every variant timed twice, interleaved (A B ...
+then reversed), the best of each kept; the agreement gate (:func:`mambalab.gpu.bench_cases.agreement`) run for
+every variant on its first pass. Timing is the bench's: one CUDA graph of launches over as many pools as fit
+the budget (cold L2), ``do_bench`` median per launch. Rows go to ``$OUT/<prefix>-<part>.json`` as they come.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import torch
+
+from mambalab.gpu import bench
+from mambalab.gpu.bench_cases import agreement
+from mambalab.lab.bugs import BugConfig
+
+REP, BUDGET, FIX = 40, 8 * 2**30, BugConfig.fixed()
+ALL = (1, 1 << 30)  # a rule's batch range that takes every batch
+
+
+def parts(default: str) -> list[str]:
+    """The parts of a script to run: ``$PARTS`` (comma-separated), else ``default``."""
+    return os.environ.get("PARTS", default).split(",")
+
+
+def timed(case, impl: str) -> float:
+    """µs a launch of ``impl`` ("mambalab" with every fix on, or "vllm") on ``case``, the bench's timing."""
+    calls = bench._timed_calls(case, impl, BUDGET, FIX if impl == "mambalab" else None)
+    us = bench.time_graph(calls, REP)
+    del calls
+    return us
+
+
+class Sweep:
+    """One call's A/B: the copy peak measured once, then :meth:`run` per part."""
+
+    def __init__(self, prefix: str):
+        bench._vllm_path()
+        self.prefix, self.out = prefix, os.environ.get("OUT", ".")
+        self.copy = bench.copy_bandwidth()
+        print(f"copy {self.copy:.0f} GB/s", flush=True)
+
+    def run(self, part, cases, variants, setv, make) -> list[dict]:
+        """``make(key)`` builds a case per key; ``setv(name)`` switches to variant ``name`` ("base" first)."""
+        rows, t0 = [], time.time()
+        for key in cases:
+            case = make(key)
+            r = dict(part=part, key=key, us={v: [] for v in variants}, gate={})
+            r["vllm"] = timed(case, "vllm")
+            for p in range(2):
+                for v in (variants if p == 0 else list(variants)[::-1]):
+                    setv(v)
+                    if p == 0:
+                        ok, msg = agreement(case, ["mambalab", "vllm"])
+                        r["gate"][v] = ok
+                        if not ok:
+                            print("# GATE FAILED", part, v, key, msg, flush=True)
+                    r["us"][v].append(timed(case, "mambalab"))
+            setv("base")
+            m = {v: min(x) for v, x in r["us"].items()}
+            pct = 100 * case.nbytes / r["vllm"] / 1e3 / self.copy
+            print(f"{part} {key}: vllm {r['vllm']:7.2f} ({pct:4.1f}%) | " +
+                  " ".join(f"{v} {m[v]:7.2f} ({r['vllm'] / m[v]:.3f}x)" for v in variants), flush=True)
+            rows.append(r)
+            with open(f"{self.out}/{self.prefix}-{part}.json", "w") as f:
+                json.dump(dict(copy_gbps=self.copy, rows=rows), f, indent=0)
+            del case
+            torch.cuda.empty_cache()
+        print(part, "done", round(time.time() - t0, 1), flush=True)
+        return rows
