@@ -80,6 +80,16 @@ def _skip_for_device(items):
             item.add_marker(pytest.mark.skip(reason=mark.kwargs.get("reason", default)))
 
 
+@pytest.fixture
+def no_launch_memo():
+    """Every launch really runs: for tests of the interpreter's and the sanitizer's own work per launch
+    (``lab/launch_memo.py`` would serve a repeated launch without it)."""
+    from mambalab.lab import launch_memo
+
+    with launch_memo.disabled():
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _seed_everything():
     random.seed(0)

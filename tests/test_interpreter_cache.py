@@ -11,7 +11,8 @@ import triton.language as tl
 from mambalab.device import INTERPRET
 from mambalab.lab import interpreter_cache, sanitizer
 
-pytestmark = pytest.mark.skipif(not INTERPRET, reason="the interpreter's patching only")
+pytestmark = [pytest.mark.skipif(not INTERPRET, reason="the interpreter's patching only"),
+              pytest.mark.usefixtures("no_launch_memo")]  # every launch runs the interpreter
 
 
 @triton.jit

@@ -99,7 +99,7 @@ def test_the_switch_reaches_the_general_kernel_only_under_pdl(monkeypatch, N, T,
     real = gdn.sanitizer.launch
 
     def spy(kernel, grid, *args, **kwargs):
-        seen.append((kernel, kwargs))
+        seen.append((kernel, {k: v for k, v in kwargs.items() if k != "fresh_outputs"}))  # a memo hint
         return real(kernel, grid, *args, **kwargs)
 
     monkeypatch.setattr(gdn.sanitizer, "launch", spy)

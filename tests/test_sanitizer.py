@@ -19,6 +19,7 @@ from mambalab.lab.sanitizer import IllegalMemoryAccess, SanitizerUnsupported, la
 
 pytestmark = [
     pytest.mark.cpu_only(reason="the sanitizer guards the Triton interpreter only"),
+    pytest.mark.usefixtures("no_launch_memo"),  # every launch runs checked (lab/launch_memo.py has its own tests)
 ]
 
 H, D, BLOCK = 2, 8, 16  # BLOCK > D: every access has masked-off lanes

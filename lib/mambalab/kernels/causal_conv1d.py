@@ -466,8 +466,10 @@ def causal_conv1d_update(
             )
 
     # ---- out --------------------------------------------------------------
+    fresh = ()  # an output allocated here: its uninitialised bytes are no input (lab/launch_memo.py)
     if out is None:
         out = torch.empty_like(x)
+        fresh = (out,)
     else:
         _check_tensor("out", out, device, _FLOAT_DTYPES, "float32, bfloat16 or float16")
         if out.shape != x.shape:
@@ -514,6 +516,7 @@ def causal_conv1d_update(
             stride_out_dim,
             name="causal_conv1d_update",
             row_axis=0,
+            fresh_outputs=fresh,
             WIDTH=width,
             HAS_BIAS=bias is not None,
             HAS_INDICES=conv_state_indices is not None,
@@ -573,6 +576,7 @@ def causal_conv1d_update(
         stride_out_tok,
         name="causal_conv1d_update",
         row_axis=0,
+        fresh_outputs=fresh,
         WIDTH=width,
         MAX_T=max_t,
         HAS_BIAS=bias is not None,

@@ -460,6 +460,7 @@ def _launch(
                                  else split_rows(BV, state_in.element_size())}),
         name=KERNEL_NAME,
         row_axis=2,
+        fresh_outputs=(o,) if in_place else (o, final_state),
     )
     return o, final_state
 

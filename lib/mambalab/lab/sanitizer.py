@@ -79,7 +79,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from mambalab.device import INTERPRET
-from mambalab.lab import interpreter_cache
+from mambalab.lab import interpreter_cache, launch_memo
 from mambalab.lab.sanitizer_tensors import _Entry, _flatten_params, _key, _layout, _python_fn, _unwrap
 from mambalab.lab.sanitizer_report import (
     Access,
@@ -530,15 +530,24 @@ def hooks_installed() -> bool:
 
 
 def launch(kernel: Any, grid: Any, *args: Any, name: str | None = None, row_axis: int = 0,
-           **kwargs: Any) -> Any:
+           fresh_outputs: tuple = (), **kwargs: Any) -> Any:
     """Launch ``kernel[grid](*args, **kwargs)``, bounds-checked under the interpreter.
 
     ``name`` is the kernel's user-facing name (default: the Python function's);
     ``row_axis`` is the program-id axis that indexes the request row. On CUDA,
     or with the sanitizer off, this is the plain launch. Under the interpreter
     every load and store is checked against the tensor its pointer came from;
-    after the launch :class:`IllegalMemoryAccess` is raised if any left it.
+    after the launch :class:`IllegalMemoryAccess` is raised if any left it. On
+    the CPU a launch that repeats an earlier one's inputs exactly, and that
+    returned normally then, writes what that one wrote (:mod:`mambalab.lab.launch_memo`);
+    ``fresh_outputs`` are output tensors the caller has just allocated with ``torch.empty``, whose
+    bytes (uninitialised) are not part of that comparison.
     """
+    return launch_memo.MEMO.launch(lambda: _launch(kernel, grid, args, name, row_axis, kwargs),
+                                   kernel, grid, args, kwargs, fresh_outputs)
+
+
+def _launch(kernel: Any, grid: Any, args: tuple, name: str | None, row_axis: int, kwargs: dict) -> Any:
     if not is_active():
         return kernel[grid](*args, **kwargs)
     if row_axis not in (0, 1, 2):
