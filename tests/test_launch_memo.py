@@ -124,12 +124,23 @@ def test_an_illegal_launch_is_reported_every_time(memo):
     assert memo.hits == 0 and len(memo._entries) == 0
 
 
-def test_a_recorded_launch_really_runs(memo):
+def test_a_repeat_under_recording_records_what_the_launch_recorded(memo):
+    """A hit adds the first run's kernel name and accesses to every open log, as a real launch would."""
     x, y, idx = _inputs()
-    _launch(x, y.clone(), idx)
-    with sanitizer.recording() as log:
+    _launch(x, y.clone(), idx)  # memoised without recording: it must run again to record
+    with sanitizer.recording() as first:
         _launch(x, y.clone(), idx)
-    assert memo.hits == 0 and log.kernels == ["_axpy"] and log.accesses
+    assert (memo.misses, memo.hits) == (2, 0) and first.kernels == ["_axpy"] and first.accesses
+    with sanitizer.recording() as outer, sanitizer.recording() as inner:
+        _launch(x, y.clone(), idx)
+    assert memo.hits == 1
+    for log in (outer, inner):
+        assert log.kernels == first.kernels and log.accesses == first.accesses
+    with launch_memo.disabled(), sanitizer.recording() as real:
+        _launch(x, y.clone(), idx)
+    assert real.accesses == first.accesses
+    sanitizer.launch(_axpy, (1,), x, y.clone(), idx, 0.5, N=8, name="axpy (shown as)")  # another name: a miss
+    assert memo.misses == 3
 
 
 def test_a_fresh_output_s_uninitialised_bytes_are_no_input(memo):

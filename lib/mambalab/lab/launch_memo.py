@@ -28,8 +28,10 @@ A hit writes the bytes the first run wrote into this launch's own storages;
 nothing is shared. Only launches that returned normally are memoised: one that
 raised (an :class:`~mambalab.lab.sanitizer.IllegalMemoryAccess` included) runs,
 checked, every time, so the sanitizer reports every illegal access it reported
-before. While accesses are being recorded (``sanitizer.recording``, the access
-maps) launches really run. On CUDA, or with ``MAMBALAB_LAUNCH_MEMO=0``, nothing
+before. A launch made while accesses are recorded (``sanitizer.recording``: the
+access maps, a panel's steps) keeps what it recorded, and a hit adds the same
+kernel name and accesses to the logs open then, in the same order; an entry made
+without recording runs again the first time it is asked for under recording. On CUDA, or with ``MAMBALAB_LAUNCH_MEMO=0``, nothing
 is memoised. The CPU capture memo (``worker/cuda_graph.py``) does the same one
 level up, for a whole graph capture.
 """
@@ -121,26 +123,38 @@ class _Opaque(Exception):
     """An argument the key cannot describe (the launch then runs unmemoised)."""
 
 
+class _Entry:
+    """What one launch did: the bytes it wrote (per storage index) and, where it ran while accesses were
+    recorded, what it recorded (the kernel's name and its accesses, in order)."""
+
+    __slots__ = ("writes", "recorded", "nbytes")
+
+    def __init__(self, writes: list[tuple[int, torch.Tensor]], recorded: tuple[list, list] | None):
+        self.writes, self.recorded = writes, recorded
+        self.nbytes = sum(d.numel() for _, d in writes)
+
+
 class LaunchMemo:
     """What a launch wrote (per storage), by :func:`key <LaunchMemo.key>`; at most ``max_bytes`` kept."""
 
     def __init__(self, max_bytes: int = 256 << 20) -> None:
         self.enabled = INTERPRET and DEVICE_TYPE == "cpu" and os.environ.get("MAMBALAB_LAUNCH_MEMO", "1") != "0"
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, list[tuple[int, torch.Tensor]]] = OrderedDict()
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def key(self, kernel: Any, grid: Any, args: tuple, kwargs: dict,
-            fresh: tuple = ()) -> tuple[str, list[torch.Tensor]] | None:
+    def key(self, kernel: Any, grid: Any, args: tuple, kwargs: dict, fresh: tuple = (),
+            label: tuple = ()) -> tuple[str, list[torch.Tensor]] | None:
         """The launch's key and the storages it covers, or ``None`` where it cannot be keyed. The bytes
-        of ``fresh`` tensors' storages (outputs just allocated uninitialised) are left out of it."""
+        of ``fresh`` tensors' storages (outputs just allocated uninitialised) are left out of it;
+        ``label`` (the sanitizer's name and row axis of the launch) is part of it."""
         from mambalab.lab import sanitizer
         from mambalab.worker.cuda_graph import _pinned_id, _storage_bytes
 
-        if callable(grid) or sanitizer._LOGS.get():
+        if callable(grid):
             return None
         storages: dict[int, torch.Tensor] = {}
         try:
@@ -152,7 +166,7 @@ class LaunchMemo:
             return None
         h = hashlib.blake2b(digest_size=20)
         fn = sanitizer._python_fn(kernel)
-        h.update(repr((_pinned_id(kernel), repr(grid), leaves, _code_key(fn), sanitizer.is_active(),
+        h.update(repr((_pinned_id(kernel), repr(grid), leaves, label, _code_key(fn), sanitizer.is_active(),
                        _overflow_asserts())).encode())
         views = list(storages.values())
         skip = {t.untyped_storage().data_ptr() for t in fresh}
@@ -161,36 +175,52 @@ class LaunchMemo:
         return h.hexdigest(), views
 
     def launch(self, run: Callable[[], Any], kernel: Any, grid: Any, args: tuple, kwargs: dict,
-               fresh: tuple = ()) -> Any:
-        """``run()`` (the launch), or what it wrote the first time these inputs were launched."""
+               fresh: tuple = (), label: tuple = ()) -> Any:
+        """``run()`` (the launch), or what it wrote (and recorded) the first time these inputs were launched."""
+        from mambalab.lab import sanitizer
         from mambalab.worker.cuda_graph import _storage_bytes
 
-        keyed = self.key(kernel, grid, args, kwargs, fresh) if self.enabled else None
+        keyed = self.key(kernel, grid, args, kwargs, fresh, label) if self.enabled else None
         if keyed is None:
             return run()
         key, views = keyed
+        logs = sanitizer._LOGS.get()
         with self._lock:
-            writes = self._entries.get(key)
-            if writes is not None:
+            entry = self._entries.get(key)
+            if entry is not None and logs and entry.recorded is None:
+                entry = None  # run without recording the first time: run again, recording
+            if entry is not None:
                 self._entries.move_to_end(key)
                 self.hits += 1
-        if writes is not None:
-            for i, data in writes:
+        if entry is not None:
+            for i, data in entry.writes:
                 _storage_bytes(views[i]).copy_(data)
+            if logs:
+                kernels, accesses = entry.recorded
+                for log in logs:
+                    log.kernels.extend(kernels)
+                    log.accesses.extend(accesses)
             return None
         before = [_storage_bytes(t).clone() for t in views]
-        result = run()  # raises: nothing memoised
+        recorded = None
+        if logs:
+            with sanitizer.recording() as mine:  # this launch's share of what the outer logs get
+                result = run()  # raises: nothing memoised
+            recorded = (list(mine.kernels), list(mine.accesses))
+        else:
+            result = run()
         if result is not None:
             return result
-        writes = [(i, _storage_bytes(t).clone()) for i, (t, b) in enumerate(zip(views, before))
-                  if not torch.equal(_storage_bytes(t), b)]
+        entry = _Entry([(i, _storage_bytes(t).clone()) for i, (t, b) in enumerate(zip(views, before))
+                        if not torch.equal(_storage_bytes(t), b)], recorded)
         with self._lock:
             self.misses += 1
-            self._entries[key] = writes
-            self._bytes += sum(d.numel() for _, d in writes)
+            old = self._entries.pop(key, None)
+            self._bytes += entry.nbytes - (old.nbytes if old is not None else 0)
+            self._entries[key] = entry
             while self._bytes > self.max_bytes and self._entries:
-                _, old = self._entries.popitem(last=False)
-                self._bytes -= sum(d.numel() for _, d in old)
+                _, gone = self._entries.popitem(last=False)
+                self._bytes -= gone.nbytes
         return result
 
     def clear(self) -> None:

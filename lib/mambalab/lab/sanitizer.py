@@ -544,7 +544,7 @@ def launch(kernel: Any, grid: Any, *args: Any, name: str | None = None, row_axis
     bytes (uninitialised) are not part of that comparison.
     """
     return launch_memo.MEMO.launch(lambda: _launch(kernel, grid, args, name, row_axis, kwargs),
-                                   kernel, grid, args, kwargs, fresh_outputs)
+                                   kernel, grid, args, kwargs, fresh_outputs, (name, row_axis))
 
 
 def _launch(kernel: Any, grid: Any, args: tuple, name: str | None, row_axis: int, kwargs: dict) -> Any:

@@ -92,7 +92,9 @@ def trace_units(
 ):
     """:func:`trace` in units, a generator whose return value is the :class:`Trace`: the start-up, one
     engine step per ``next``, then the verdict. Each unit runs inside ``around()`` (e.g. plants, active
-    inside a unit only, so that other work can run between two units without them: a panel's idle time)."""
+    inside a unit only, so that other work can run between two units without them: a panel's idle time); the
+    verdict is judged outside it, as ``fix_it.run_workload_planted`` judges (the reference memo then serves
+    every combination of plants)."""
     with around():
         if isinstance(what, Workload):
             workload, name = what, "workload"
@@ -137,9 +139,8 @@ def trace_units(
                 snapshots.update(_snapshots(engine, observer, outcome.step, logs, crash is not None))
             logs.clear()
     yield
-    with around():
-        engine.rank_context = None
-        observer.detach()
-        verdict = judge(engine, crash)
+    engine.rank_context = None
+    observer.detach()
+    verdict = judge(engine, crash)  # outside ``around()``: the reference is the model as shipped (no plant)
     result = ReplayResult(name, fixed, seed, verdict, signatures(engine.records, verdict), workload.describe())
     return Trace(result, engine, snapshots)
