@@ -1,64 +1,51 @@
 """Gated delta rule decode step (GDN, Qwen3-Next) as one Triton kernel.
 
-Mirrors the behaviour of vLLM's copy of flash-linear-attention's
-``fused_recurrent_gated_delta_rule`` (``vllm/model_executor/layers/fla/ops/
-fused_recurrent.py``, moved to ``vllm/third_party/flash_linear_attention/ops/``
-in 0.33) and of ``fused_sigmoid_gating_delta_rule_update`` next to it. The
-maths, the state layout and the meaning of every argument are documented in
-the pure-torch reference :mod:`mambalab.kernels.gated_delta_rule_ref`; this
-file is about *how* the kernel runs.
+Mirrors the behaviour of vLLM's copy of flash-linear-attention's ``fused_recurrent_gated_delta_rule``
+(``vllm/model_executor/layers/fla/ops/fused_recurrent.py``, moved to
+``vllm/third_party/flash_linear_attention/ops/`` in 0.33) and of ``fused_sigmoid_gating_delta_rule_update`` next to
+it. The maths, the state layout and the meaning of every argument are documented in the pure-torch reference
+:mod:`mambalab.kernels.gated_delta_rule_ref`; this file is about *how* the kernel runs.
 
 Launch design
 -------------
-* Grid ``(cdiv(V, BV), HV, N)``: one program per (block of ``BV`` value rows,
-  value head, sequence). The rows of ``h`` (``V x K``) never mix in the delta
-  rule (``h @ k``, the rank-1 update and ``h @ q`` are all row-wise), so the
-  value dimension splits freely across programs while each program keeps its
-  ``BV x BK`` tile of the state in registers for all the tokens of its
-  sequence. ``BK = next_pow2(K)`` (the whole key dimension: the two
-  reductions over K stay inside a program). Grid axis 2 is the request row
-  (``row_axis=2`` for the sanitizer's reports).
-* The state is ``[slots, HV, V, K]`` with K innermost: each tile row is one
-  contiguous run of ``K`` elements, so a warp's load covers consecutive bytes
-  (128-bit vector loads when ``stride(-1) == 1`` and the other strides are
-  multiples of 16 elements, which Triton detects by specialisation).
-  Programs of one (sequence, head) are adjacent on axis 0, so consecutive
-  CTAs stream one contiguous ``V x K`` block.
-* Block sizes by rule, never autotuned (autotuning would re-run an in-place
-  kernel on live state): ``BV`` so that a program moves about 4 KiB of fp32
-  state (8 rows of 128) or 8 KiB of bf16 state (32 rows, loaded at once and
-  worked on in two halves, ``SPLIT``), and ``BV`` halved while the grid would be too
-  small to occupy the GPU (small batches are latency-bound: more, smaller
-  programs); one warp per program (measured fastest on an H200, see
+* Grid ``(cdiv(V, BV), HV, N)``: one program per (block of ``BV`` value rows, value head, sequence). The rows of
+  ``h`` (``V x K``) never mix in the delta rule (``h @ k``, the rank-1 update and ``h @ q`` are all row-wise), so
+  the value dimension splits freely across programs while each program keeps its ``BV x BK`` tile of the state in
+  registers for all the tokens of its sequence. ``BK = next_pow2(K)`` (the whole key dimension: the two reductions
+  over K stay inside a program). Grid axis 2 is the request row (``row_axis=2`` for the sanitizer's reports).
+* The state is ``[slots, HV, V, K]`` with K innermost: each tile row is one contiguous run of ``K`` elements, so a
+  warp's load covers consecutive bytes (128-bit vector loads when ``stride(-1) == 1`` and the other strides are
+  multiples of 16 elements, which Triton detects by specialisation). Programs of one (sequence, head) are adjacent
+  on axis 0, so consecutive CTAs stream one contiguous ``V x K`` block.
+* Block sizes by rule, never autotuned (autotuning would re-run an in-place kernel on live state): ``BV`` so that a
+  program moves about 4 KiB of fp32 state (8 rows of 128) or 8 KiB of bf16 state (32 rows, loaded at once and worked
+  on in two halves, ``SPLIT``), and ``BV`` halved while the grid would be too small to occupy the GPU (small batches
+  are latency-bound: more, smaller programs); one warp per program (measured fastest on an H200, see
   docs/benchmarks.md). See :func:`launch_config`.
-* A sequence whose load index is not live (the guard) costs one index load
-  and a few output stores: programs return before touching the state.
-* All strides are honoured: q/k/v/g/beta may be views into a packed
-  projection, the pool may be a page-padded view (``stride(0)`` larger than
-  ``HV * V * K``), indices may be a column slice of a wider block table.
+* A sequence whose load index is not live (the guard) costs one index load and a few output stores: programs return
+  before touching the state. Where :data:`EARLY_INDEX` says so, the index's loads go out with ``cu_seqlens``'.
+* All strides are honoured: q/k/v/g/beta may be views into a packed projection, the pool may be a page-padded view
+  (``stride(0)`` larger than ``HV * V * K``), indices may be a column slice of a wider block table.
 * Everything accumulates in float32; only stores round to the state dtype.
-* On a GPU, one token a sequence (the decode step proper, :data:`STREAM`'s batches) runs the streaming
-  kernel of :mod:`mambalab.kernels.gated_delta_rule_kernels`: a program walks blocks of rows in a
-  pipelined loop, so the next block's state is in flight (in shared memory) while this one is worked on;
-  a bf16 state needs 80 registers there instead of 168 (docs/benchmarks.md, issue 14). A speculative step
-  of two tokens a sequence (:data:`SPEC_STREAM`) runs the same walk in
-  :mod:`mambalab.kernels.gated_delta_rule_stream`; longer ones keep the general kernel, whose token loop is
-  pipelined at large batches (:data:`SPEC_TOKEN_STAGES`: the next token's loads in flight).
-* Under the CPU interpreter (which costs programs x ops, whatever a tile's size) a program takes the
-  largest power of two of value heads dividing ``HV`` and the whole ``V``
-  (:func:`heads_per_program`, :func:`mambalab.kernels.gated_delta_rule_kernels._gdn_heads_kernel`):
-  grid ``(1, HV // heads, N)``, the same results bit for bit.
+* On a GPU, one token a sequence (the decode step proper, :data:`STREAM`'s batches) runs the streaming kernel of
+  :mod:`mambalab.kernels.gated_delta_rule_kernels`: a program walks blocks of rows in a pipelined loop, so the next
+  block's state is in flight (in shared memory) while this one is worked on; a bf16 state needs 80 registers there
+  instead of 168 (docs/benchmarks.md, issue 14). A speculative step of two tokens a sequence (:data:`SPEC_STREAM`)
+  runs the same walk in :mod:`mambalab.kernels.gated_delta_rule_stream`; longer ones keep the general kernel, whose
+  token loop is pipelined at large batches (:data:`SPEC_TOKEN_STAGES`: the next token's loads in flight).
+* Under the CPU interpreter (which costs programs x ops, whatever a tile's size) a program takes the largest power
+  of two of value heads dividing ``HV`` and the whole ``V`` (:func:`heads_per_program`,
+  :func:`mambalab.kernels.gated_delta_rule_kernels._gdn_heads_kernel`): grid ``(1, HV // heads, N)``, the same
+  results bit for bit.
 
-Guards: :func:`mambalab.kernels.common.is_live_slot` with the ``GUARD``
-constexpr from :func:`mambalab.kernels.common.guard_for` for the FLA family
-(the ``<= 0`` / ``> 0`` of #39064, as in vLLM 0.33).
+Guards: :func:`mambalab.kernels.common.is_live_slot` with the ``GUARD`` constexpr from
+:func:`mambalab.kernels.common.guard_for` for the FLA family (the ``<= 0`` / ``> 0`` of #39064, as in vLLM 0.33).
 
-Spec decode column (``zero-accepted``, #48475 / #50021, both open): upstream's
-FLA kernels load column ``num_accepted - 1`` unbounded in every release up to
-0.33 (``BOUND_ACCEPTED`` off): a 0 reads column -1, the previous row's last
-column (row 0: before the tensor). Fixed here as #50021 proposes: the load is
-masked to ``0 <= col < C`` and an out-of-row column reads as the null block,
-so the guard skips the row (it is not clamped to column 0).
+Spec decode column (``zero-accepted``, #48475 / #50021, both open): upstream's FLA kernels load column
+``num_accepted - 1`` unbounded in every release up to 0.33 (``BOUND_ACCEPTED`` off): a 0 reads column -1, the
+previous row's last column (row 0: before the tensor). Fixed here as #50021 proposes: the load is masked to ``0 <=
+col < C`` and an out-of-row column reads as the null block, so the guard skips the row (it is not clamped to column
+0).
 """
 
 from __future__ import annotations
@@ -75,7 +62,8 @@ from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.kernels.common import KernelFamily, bound_accepted_for, guard_for, is_live_slot
-from mambalab.kernels.gated_delta_rule_kernels import _gdn_heads_kernel, _gdn_rows, _gdn_stream_kernel, _load_rows
+from mambalab.kernels.gated_delta_rule_kernels import (_gdn_heads_kernel, _gdn_rows, _gdn_slot, _gdn_stream_kernel,
+                                                       _load_rows)
 from mambalab.kernels.gated_delta_rule_stream import _gdn_spec_stream_kernel
 from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
 from mambalab.kernels.mamba_ssm import use_pdl  # PDL where the SSU and the conv take it
@@ -135,6 +123,7 @@ def _gdn_decode_kernel(
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+), only with EARLY_STATE
     EARLY_STATE: tl.constexpr = False,  # indices and state read before the wait (the caller's promise)
     TOKEN_STAGES: tl.constexpr = 0,  # > 0: the token loop pipelined (gated_delta_rule_kernels._gdn_rows)
+    EARLY_INDEX: tl.constexpr = False,  # the slot's loads issued before cu_seqlens' test (INDEXED > 0)
 ):
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
@@ -147,12 +136,17 @@ def _gdn_decode_kernel(
         if not EARLY_STATE:
             tl.extra.cuda.gdc_wait()
 
+    if EARLY_INDEX:  # the slot does not depend on the sequence's length: its loads go out with cu_seqlens'
+        slot_early = _gdn_slot(state_indices, num_accepted_tokens, i_n, num_cols, s_idx_n, s_idx_c,
+                               IS_SPEC, BOUND_ACCEPTED)
+
     # -- which tokens belong to this sequence -----------------------------------
     if IS_VARLEN:
         bos = tl.load(cu_seqlens + i_n).to(tl.int64)
         seq_len = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
-        if seq_len <= 0:
-            return  # an empty sequence reads and writes nothing
+        if not EARLY_INDEX:  # (with it, an empty sequence is not live below: nothing read or written either)
+            if seq_len <= 0:
+                return  # an empty sequence reads and writes nothing
         i_b = 0  # the batch dimension is 1
     else:
         bos = 0
@@ -175,16 +169,14 @@ def _gdn_decode_kernel(
         slot = i_n
         live = True
     else:
-        if IS_SPEC:
-            col = tl.load(num_accepted_tokens + i_n).to(tl.int64) - 1
+        if EARLY_INDEX:
+            slot = slot_early
         else:
-            col = 0
-        if BOUND_ACCEPTED:  # #50021: an out-of-row column reads the null block (0): row skipped
-            in_row = (col >= 0) & (col < num_cols)
-            slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c, mask=in_row, other=0).to(tl.int64)
-        else:  # every release up to 0.33: a count of 0 reads column -1
-            slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c).to(tl.int64)
+            slot = _gdn_slot(state_indices, num_accepted_tokens, i_n, num_cols, s_idx_n, s_idx_c,
+                             IS_SPEC, BOUND_ACCEPTED)
         live = is_live_slot(slot, null_block_id, GUARD)
+        if EARLY_INDEX:  # one branch on both loads (an early return on the length alone lets the slot's sink)
+            live = live & (seq_len > 0)
 
     if not live:
         # Skipped sequence (with the fixed guard: null block or negative).
@@ -275,9 +267,19 @@ SPEC_STREAM_MAX_TOKENS = 2
 # plain loop), from this many sequences. Chosen on an H200 beside vLLM 0.33, A/B interleaved
 # (docs/results/issue14-call24-ab-tokstages.txt; vLLM's time over ours): bf16, 3 stages, batch 256 T = 3 / 4
 # 1.06 / 1.07 -> 1.11 / 1.11x (2 stages: 1.09 / 1.08x); batch 64 even (1.09 -> 1.09 / 1.10x), batch 8 0.5-1%
-# slower, 128 not measured, so from 256; fp32: 0.3-5% slower from batch 8 to 64, even at 256, so not.
+# slower; fp32: 0.3-5% slower from batch 8 to 64, even at 256, so not. From 128 since calls 31-32
+# (issue14-call31-ab-rules.txt, call32, call33-ab-confirm.txt): bf16 T = 3 / 4 at 128 1.07 / 1.08 -> 1.11 / 1.11x
+# (1.14 / 1.14x with EARLY_INDEX below); at 64 still even (1.085-1.10x), so not lower.
 SPEC_TOKEN_STAGES: dict[int, int] = {2: 3}
-SPEC_TOKEN_STAGES_MIN_N = 256
+SPEC_TOKEN_STAGES_MIN_N = 128
+# The general kernel's slot loads issued with cu_seqlens' (EARLY_INDEX: one memory round trip fewer before the
+# state load) on a GPU, by state element size: (fewest, most sequences). H200 beside vLLM, A/B interleaved
+# (docs/results/issue14-call32-ab-prologue.txt, call33-ab-confirm.txt; vLLM's time over ours, call 33): fp32 one
+# token 57 / 57 -> 64 / 64 1.090 / 1.082 / 1.092 -> 1.094 / 1.089 / 1.095x (fp32 activations 1.108 / 1.095 / 1.106
+# -> 1.116 / 1.102 / 1.112x), 128-512 0.1-0.4% faster, speculative fp32 at 64 / 256 even or faster; bf16 T = 3 / 4
+# at 256 1.11 / 1.11 -> 1.14 / 1.14x. Not taken: bf16 below 128 (one token at batch 4 1.46 -> 1.31x, though 1.30
+# -> 1.38x at 8; speculative T = 3 / 4 at 8 0.5% slower), fp32 below 33 (the streaming kernel; 2-4 even or slower).
+EARLY_INDEX: dict[int, tuple[int, int]] = {4: (33, 1 << 30), 2: (128, 1 << 30)}
 
 
 def launch_config(
@@ -421,6 +423,9 @@ def _launch(
     if kernel is _gdn_decode_kernel and multi_token and _streams_on(q.device):
         stages = SPEC_TOKEN_STAGES.get(state_in.element_size(), 0) if N >= SPEC_TOKEN_STAGES_MIN_N else 0
         extra = dict(extra, TOKEN_STAGES=stages) if stages else extra
+    early_index = EARLY_INDEX.get(state_in.element_size(), (1, 0))
+    if kernel is _gdn_decode_kernel and indexed and _streams_on(q.device) and early_index[0] <= N <= early_index[1]:
+        extra = dict(extra, EARLY_INDEX=True)
     if (kernel is _gdn_decode_kernel and early_state_load and EARLY_STATE_LOAD and use_pdl(q.device)
             and N * HV <= EARLY_STATE_MAX_SEQ_HEADS):
         extra = dict(extra, USE_PDL=True, EARLY_STATE=True, launch_pdl=True)

@@ -38,6 +38,23 @@ def _load_rows(h0, slot, i_hv, o_v, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k,
 
 
 @triton.jit
+def _gdn_slot(state_indices, num_accepted_tokens, i_n, num_cols, s_idx_n, s_idx_c,
+              IS_SPEC: tl.constexpr, BOUND_ACCEPTED: tl.constexpr):
+    """The slot sequence ``i_n`` reads its state from (indexed launches): column ``num_accepted - 1`` under
+    speculation, else column 0 (the guard is the caller's)."""
+    if IS_SPEC:
+        col = tl.load(num_accepted_tokens + i_n).to(tl.int64) - 1
+    else:
+        col = 0
+    if BOUND_ACCEPTED:  # #50021: an out-of-row column reads the null block (0): row skipped
+        in_row = (col >= 0) & (col < num_cols)
+        slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c, mask=in_row, other=0).to(tl.int64)
+    else:  # every release up to 0.33: a count of 0 reads column -1
+        slot = tl.load(state_indices + i_n * s_idx_n + col * s_idx_c).to(tl.int64)
+    return slot
+
+
+@triton.jit
 def _sigmoid_gates(b_g, b_beta, b_A, b_dt_bias, softplus_beta, softplus_threshold):
     """Qwen3-Next's gates computed in the kernel (``fused_sigmoid_gating_delta_rule_update``):
     ``g <- A * softplus(g + dt_bias)`` with ``A = -exp(A_log)`` and torch's softplus (``beta``,
