@@ -13,6 +13,7 @@ import torch
 import mambalab  # noqa: F401  (sets TRITON_INTERPRET before kernels are defined)
 from mambalab.device import DEVICE
 from mambalab.kernels import causal_conv1d as conv_mod
+from mambalab.kernels import mamba_ssm
 from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
 from mambalab.kernels.testing import poison_, random_slot_indices
 
@@ -92,10 +93,22 @@ def test_window_launch_rule():
     assert rule(300, 64, 3, 4)[0] == 512 and rule(200, 64, 3, 4)[0] == 256 and rule(20, 64, 3, 4)[0] == 32
 
 
+def test_window_pdl_mode_rule():
+    """As measured on an H200 beside vLLM: the wide launches (fp32, rows of 3+ tokens) trigger their dependents
+    first (mode 1) from 128 requests; at 64, and every other launch, after the state's stores (WINDOW_PDL_MODE)."""
+    mode = conv_mod.window_pdl_mode
+    assert mode(128, 3, 4) == 1 and mode(256, 4, 4) == 1 and mode(512, 3, 4) == 1
+    for batch, max_t, size in ((64, 4, 4), (256, 2, 4), (256, 4, 2), (8, 4, 4)):
+        assert mode(batch, max_t, size) == conv_mod.WINDOW_PDL_MODE, (batch, max_t, size)
+
+
 @pytest.mark.cuda
-def test_wide_window_kernel_equals_general_kernel(monkeypatch):
+@pytest.mark.parametrize("pdl1_from", [1 << 30, 1], ids=["pdl-mode-2", "pdl-mode-1"])
+def test_wide_window_kernel_equals_general_kernel(pdl1_from, monkeypatch):
     """The wide launch (512 channels a program, masked at 600 channels) against the general kernel: fp32,
-    64 speculative rows of 3 tokens, padded rows; the pools bit-identical, the outputs equal up to rounding."""
+    64 speculative rows of 3 tokens, padded rows; the pools bit-identical, the outputs equal up to rounding;
+    with either PDL mode (window_pdl_mode)."""
+    monkeypatch.setattr(conv_mod, "WINDOW_WIDE_PDL1_MIN_BATCH", pdl1_from)
     gen = torch.Generator().manual_seed(600)
     batch, dim, width, T = 64, 600, 4, 3
     assert conv_mod.window_launch_config(dim, batch, T, 4)[0] == 512
@@ -114,3 +127,23 @@ def test_wide_window_kernel_equals_general_kernel(monkeypatch):
     assert not torch.isnan(out_w).any()
     assert torch.equal(pool, twin)
     torch.testing.assert_close(out_w, out_g, rtol=1e-5, atol=1e-5)
+
+
+# the decode kernel's rule beside the window kernel's (test_kernel_causal_conv1d.py is past 600 lines)
+def test_decode_deep_rule(monkeypatch):
+    """As measured on an H200 beside vLLM: an fp32 state at batch 112-128 takes 4 requests a program with PDL (above
+    PDL_MAX_BATCH_DECODE); 104, 136, 256 and a bf16 state keep DECODE_ROWS. (The launch is caught, not run.)"""
+    gpu = torch.device("cuda", 0)
+    for batch, dtype, rows in ((128, torch.float32, 4), (112, torch.float32, 4), (104, torch.float32, 2),
+                               (136, torch.float32, 2), (256, torch.float32, 2), (128, torch.bfloat16, 2)):
+        assert conv_mod.decode_launch_config(8192, batch, dtype, gpu)[2] == rows, (batch, dtype)
+    seen = []
+    monkeypatch.setattr(conv_mod, "decode_launch_config", lambda dim, batch, dtype, device: (64, 1, 4))
+    monkeypatch.setattr(conv_mod, "decode_kernel", lambda rows, device: conv_mod._causal_conv1d_decode_kernel)
+    monkeypatch.setattr(conv_mod.sanitizer, "launch", lambda kernel, grid, *a, **kw: seen.append(kw.get("USE_PDL")))
+    monkeypatch.setattr(mamba_ssm, "use_pdl", lambda device: True)
+    for batch, pdl in ((128, True), (136, None), (16, True)):
+        x = torch.zeros(batch, 64)
+        causal_conv1d_update(x, make_conv_state(batch + 1, 64, 3, torch.float32, "cpu"), torch.zeros(64, 4),
+                             conv_state_indices=torch.arange(1, batch + 1, dtype=torch.int32))
+        assert seen[-1] == pdl, batch

@@ -1,9 +1,8 @@
 """Decode-time causal depthwise conv update (the short conv of Mamba2 and GDN layers).
 
-Mirrors ``vllm/model_executor/layers/mamba/ops/causal_conv1d.py``
-(``causal_conv1d_update`` / ``_causal_conv1d_update_kernel``): same arguments,
-same state convention, same null-block skip. Written from the behaviour, not
-copied; the pure-torch twin is :mod:`mambalab.kernels.causal_conv1d_ref`.
+Mirrors ``vllm/model_executor/layers/mamba/ops/causal_conv1d.py`` (``causal_conv1d_update`` /
+``_causal_conv1d_update_kernel``): same arguments, same state convention, same null-block skip. Written from the
+behaviour, not copied; the pure-torch twin is :mod:`mambalab.kernels.causal_conv1d_ref`.
 
 What the conv state is
 ----------------------
@@ -16,14 +15,13 @@ of channels is one coalesced load. Make such a pool with
 :func:`make_conv_state`; ``stride(0)`` may be larger than ``state_len * dim``
 (page-padded pools) and is honoured.
 
-For each new token the kernel convolves the window "last ``width - 1``
-inputs + the token" with the channel's ``width`` taps::
+For each new token the kernel convolves the window "last ``width - 1`` inputs + the token" with the channel's
+``width`` taps::
 
     out[t] = act(bias + sum_j weight[:, j] * window_t[j]),   window_t[width - 1] = x[t]
 
-accumulating in fp32 whatever the stored dtype. Inputs are rounded to the
-state's dtype first (upstream casts ``x`` to the state dtype on the host), so
-the state keeps exactly the numbers the output was computed from.
+accumulating in fp32 whatever the stored dtype. Inputs are rounded to the state's dtype first (upstream casts ``x``
+to the state dtype on the host), so the state keeps exactly the numbers the output was computed from.
 
 Where the history lives (upstream's convention, read off vLLM's kernel)
 ---------------------------------------------------------------------
@@ -36,14 +34,12 @@ hold the last ``H`` inputs; the new state is the last ``H`` of
     window    h0 h1 h2 x0         -> out[0]
     after    [ h1 h2 x0 | .. ]            shifted by T
 
-With speculative decoding (``num_accepted_tokens`` given; rows of up to
-``T = 1 + num_spec`` tokens; ``state_len >= H - 1 + T = W - 1 + num_spec``)
-the previous step wrote ``H - 1`` history inputs followed by all of its ``T`` tokens, of which
-only ``num_accepted`` were kept. So the request's history is the ``H``
-columns ending at its last accepted token, starting at
-``off = num_accepted - 1``; the kernel writes, from column 0, the history
-minus its oldest input followed by all ``T`` new tokens (``H - 1 + T``
-columns), ready for the next step to pick its own offset::
+With speculative decoding (``num_accepted_tokens`` given; rows of up to ``T = 1 + num_spec`` tokens; ``state_len >=
+H - 1 + T = W - 1 + num_spec``) the previous step wrote ``H - 1`` history inputs followed by all of its ``T``
+tokens, of which only ``num_accepted`` were kept. So the request's history is the ``H`` columns ending at its last
+accepted token, starting at ``off = num_accepted - 1``; the kernel writes, from column 0, the history minus its
+oldest input followed by all ``T`` new tokens (``H - 1 + T`` columns), ready for the next step to pick its own
+offset::
 
     W = 4, num_spec = 2, state_len = 5; previous step wrote [ h1 h2 d0 d1 d2 ]
 
@@ -55,21 +51,16 @@ columns), ready for the next step to pick its own offset::
     windows   h2 d0 d1 e0 -> out[0];  d0 d1 e0 e1 -> out[1];  d1 e0 e1 e2 -> out[2]
     after    [ d0 d1 e0 e1 e2 ]          (the next step reads from its own num_accepted - 1)
 
-``num_accepted`` counts the bonus token, so it is at least 1; a 0 (or less)
-is read as 1: ``off = max(num_accepted - 1, 0)``, the clamp the SSU decode
-kernel applies. (Ours: upstream's conv takes ``num_accepted - 1`` unbounded,
-but here it is a token offset inside the request's own slot, not a column of
-an index tensor, so a 0 never names another request's slot; the
-``zero-accepted`` bug, #48475, is the GDN kernels' column load.) A value
-above ``state_len - W + 2`` would read past the slot: the caller's contract,
-not checked (it is an index value).
+``num_accepted`` counts the bonus token, so it is at least 1; a 0 (or less) is read as 1: ``off = max(num_accepted -
+1, 0)``, the clamp the SSU decode kernel applies. (Ours: upstream's conv takes ``num_accepted - 1`` unbounded, but
+here it is a token offset inside the request's own slot, not a column of an index tensor, so a 0 never names another
+request's slot; the ``zero-accepted`` bug, #48475, is the GDN kernels' column load.) A value above ``state_len - W +
+2`` would read past the slot: the caller's contract, not checked (it is an index value).
 
-A row's result depends on its own ``T`` only. Under varlen a row shorter than
-``max_query_len`` writes ``H`` columns (no spec) or ``H - 1 + T`` (spec);
-columns past those keep stale values nobody reads. (Upstream sizes the
-non-spec window with ``max_query_len``, which would leave a short row's state
-misaligned; vLLM's non-spec decode batches never mix lengths, so it does not
-show there. *(inferred from the kernel's arithmetic)*)
+A row's result depends on its own ``T`` only. Under varlen a row shorter than ``max_query_len`` writes ``H`` columns
+(no spec) or ``H - 1 + T`` (spec); columns past those keep stale values nobody reads. (Upstream sizes the non-spec
+window with ``max_query_len``, which would leave a short row's state misaligned; vLLM's non-spec decode batches
+never mix lengths, so it does not show there. *(inferred from the kernel's arithmetic)*)
 
 Which rows touch state (the bugs of #35431 and #39064)
 ------------------------------------------------------
@@ -80,61 +71,47 @@ filtered by a guard, a ``tl.constexpr`` from
 :func:`mambalab.kernels.common.guard_for` for this kernel's family
 (:class:`~mambalab.lab.bugs.KernelFamily` MAMBA):
 
-* fixed (``GuardMode.EQ_NULL``, as vLLM 0.33, which returns on
-  ``== null_block_id``): the null block is padding. The program returns before
-  touching state, after copying its input: **a padded row's output is its
-  input**, as upstream, whose kernel works in place over ``x`` and returns
-  before writing (the gated-delta-net layer after it then sees the padded
-  token's projection, not zeros: what lets a pre-#39064 GDN kernel dirty the
-  null block). A negative
-  index is *not* skipped: it reaches the address arithmetic, as upstream.
-* ``GuardMode.NEGATIVE`` (only negatives skipped, index 0 reads and writes the
-  null block) is the FLA kernels' pre-#39064 guard; ``guard-lt-zero`` does not
-  change this kernel (it compares with the null block since #35431). The
-  kernel still honours the mode when launched with it.
-* ``pad-minus-one`` world (``GuardMode.NONE``): every index is trusted, so a
-  ``-1`` reaches the address arithmetic: ``state - stride(0)``. Under the
-  interpreter :mod:`mambalab.lab.sanitizer` reports it as
-  ``IllegalMemoryAccess``; on a GPU it is an illegal address (or silent
-  corruption of whatever precedes the pool).
+* fixed (``GuardMode.EQ_NULL``, as vLLM 0.33, which returns on ``== null_block_id``): the null block is padding. The
+  program returns before touching state, after copying its input: **a padded row's output is its input**, as
+  upstream, whose kernel works in place over ``x`` and returns before writing (the gated-delta-net layer after it
+  then sees the padded token's projection, not zeros: what lets a pre-#39064 GDN kernel dirty the null block). A
+  negative index is *not* skipped: it reaches the address arithmetic, as upstream.
+* ``GuardMode.NEGATIVE`` (only negatives skipped, index 0 reads and writes the null block) is the FLA kernels'
+  pre-#39064 guard; ``guard-lt-zero`` does not change this kernel (it compares with the null block since #35431).
+  The kernel still honours the mode when launched with it.
+* ``pad-minus-one`` world (``GuardMode.NONE``): every index is trusted, so a ``-1`` reaches the address arithmetic:
+  ``state - stride(0)``. Under the interpreter :mod:`mambalab.lab.sanitizer` reports it as ``IllegalMemoryAccess``;
+  on a GPU it is an illegal address (or silent corruption of whatever precedes the pool).
 
-Index *values* are never checked on the host (that would need a device
-sync); shapes, dtypes, devices and strides are, with errors naming the
-argument.
+Index *values* are never checked on the host (that would need a device sync); shapes, dtypes, devices and strides
+are, with errors naming the argument.
 
 Launch design
 -------------
-Grid ``(batch, cdiv(dim, BLOCK_N))``: one program per (row, block of
-channels), like upstream (the kernels: :mod:`mambalab.kernels.causal_conv1d_kernels`). A program loads the
-``H`` history columns and the row's ``T`` inputs as one ``[NP2_U, BLOCK_N]`` register tile ``u`` (each
-column one coalesced 16-byte-per-lane load), loads the ``W`` taps (``evict_last``: every row reads the same
-weights), computes each token's window from loads of its elements where they live (the history column or the
-token: cache hits; with up to ``UNROLL_T`` tokens the token loop is unrolled, so each load's column is known
-when compiling), stores the outputs and only then, after a barrier (the update is in place), stores the
-shifted tile back into the slot. A
-padded row costs one small copy of its input. ``BLOCK_N`` and ``num_warps`` come
-from a rule (:func:`launch_config`), never from autotuning, which would re-run
-the kernel on live state: one warp, 256 bytes of each state column per
-program (measured fastest on an H200; see docs/benchmarks.md).
+Grid ``(batch, cdiv(dim, BLOCK_N))``: one program per (row, block of channels), like upstream (the kernels:
+:mod:`mambalab.kernels.causal_conv1d_kernels`). A program loads the ``H`` history columns and the row's ``T`` inputs
+as one ``[NP2_U, BLOCK_N]`` register tile ``u`` (each column one coalesced 16-byte-per-lane load), loads the ``W``
+taps (``evict_last``: every row reads the same weights), computes each token's window from loads of its elements
+where they live (the history column or the token: cache hits; with up to ``UNROLL_T`` tokens the token loop is
+unrolled, so each load's column is known when compiling), stores the outputs and only then, after a barrier (the
+update is in place), stores the shifted tile back into the slot. A padded row costs one small copy of its input.
+``BLOCK_N`` and ``num_warps`` come from a rule (:func:`launch_config`), never from autotuning, which would re-run
+the kernel on live state: one warp, 256 bytes of each state column per program (measured fastest on an H200; see
+docs/benchmarks.md).
 
-Few tokens a row (up to ``WINDOW_MAX_T``: speculative decoding, short varlen
-rows; width 2 to 4) go to :func:`_causal_conv1d_window_kernel` instead: the same
-grid and results (the state bit for bit; tests run both), without the register
-tile: every load issued first, the window sliding through ``WIDTH - 1``
-registers, the new state written from them (launch: ``WINDOW_*`` below).
+Few tokens a row (up to ``WINDOW_MAX_T``: speculative decoding, short varlen rows; width 2 to 4) go to
+:func:`_causal_conv1d_window_kernel` instead: the same grid and results (the state bit for bit; tests run both),
+without the register tile: every load issued first, the window sliding through ``WIDTH - 1`` registers, the new
+state written from them (launch: ``WINDOW_*`` below).
 
-The plain decode step (one token a row, no speculation, width 2 to 4) has a
-kernel of its own, :func:`_causal_conv1d_decode_kernel`: grid
-``(cdiv(batch, ROWS), cdiv(dim, BLOCK_N))``, ``ROWS`` requests per program
-(2 on a GPU; 1 under the interpreter, so programs and the sanitizer's rows are
-the general kernel's). Each history column of the ``ROWS`` requests is one
-``[ROWS, BLOCK_N]`` load, all issued before any arithmetic; the taps are
-loaded once for all the rows; the window needs no row selections. Results
-are the general kernel's, bit for bit in the state (tests run both). Under
-the interpreter the one-request-a-program form of it runs
-(:func:`decode_kernel`): no row tile, a padded row gone after its index
-test and input copy; the same results bit for bit.
-"""
+The plain decode step (one token a row, no speculation, width 2 to 4) has a kernel of its own,
+:func:`_causal_conv1d_decode_kernel`: grid ``(cdiv(batch, ROWS), cdiv(dim, BLOCK_N))``, ``ROWS`` requests per
+program (2 on a GPU; 1 under the interpreter, so programs and the sanitizer's rows are the general kernel's). Each
+history column of the ``ROWS`` requests is one ``[ROWS, BLOCK_N]`` load, all issued before any arithmetic; the taps
+are loaded once for all the rows; the window needs no row selections. Results are the general kernel's, bit for bit
+in the state (tests run both). Under the interpreter the one-request-a-program form of it runs
+(:func:`decode_kernel`): no row tile, a padded row gone after its index test and input copy; the same results bit
+for bit."""
 
 from __future__ import annotations
 
@@ -242,12 +219,20 @@ WINDOW_PRELOAD_X = True
 WINDOW_WIDE_BLOCK_N = 512
 WINDOW_WIDE_MIN_T = 3
 WINDOW_WIDE_MIN_BATCH = 64
+# The wide launches from this many requests trigger their dependents first (PDL mode 1; window_pdl_mode). H200
+# beside vLLM, A/B interleaved (docs/results/issue14-call32-ab-prologue.txt, call33-ab-confirm.txt; call 33): T = 4
+# at 128 / 256 / 512 1.16 / 1.08 / 1.08 -> 1.19 / 1.11 / 1.11x, T = 3 1.23 / 1.13 / 1.14 -> 1.24 / 1.15 / 1.16x;
+# at 64 slower in calls 31-32 (T = 3 1.21 -> 1.14x), so from 128.
+WINDOW_WIDE_PDL1_MIN_BATCH = 128
 
-
-# The decode kernel's rule (see decode_launch_config): bytes of each state
-# column per program and requests per program, measured on an H200.
+# The decode kernel's rule (decode_launch_config): bytes of each state column and requests a program (H200).
 DECODE_COLUMN_BYTES = 256
 DECODE_ROWS = 2
+# By state element size, (requests a program, fewest, most requests): those batches take that many requests a
+# program and PDL whatever PDL_MAX_BATCH_DECODE says. H200 beside vLLM (issue14-call31-ab-rules.txt, call32, call33):
+# fp32 at 128 1.10 / 1.10 / 1.11 -> 1.13 / 1.14 / 1.14x, 112 / 120 1.08 / 1.10 -> 1.09 / 1.11x; slower at 96 (1.07
+# -> 1.03x), 136-160 (1.15 -> 1.09x at 136) and 57 (1.20 -> 1.16x), 4 rows without PDL slower everywhere.
+DECODE_DEEP: dict[int, tuple[int, int, int]] = {4: (4, 112, 128)}
 
 # Programmatic dependent launch for batches up to this many requests (0: never), per kernel. Measured on
 # an H200 (CUDA graphs, PDL off / on): the decode kernel 1.07-1.5x faster with it at batch 1..8; at 9..16
@@ -280,15 +265,32 @@ def decode_launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch
     if device.type != "cuda":
         return triton.next_power_of_2(dim), 1, 1
     block_n = max(32, min(DECODE_COLUMN_BYTES // dtype.itemsize, triton.next_power_of_2(dim)))
-    rows = max(1, min(DECODE_ROWS, triton.next_power_of_2(batch)))
+    rows = max(1, min(_decode_deep(batch, dtype.itemsize) or DECODE_ROWS, triton.next_power_of_2(batch)))
     return block_n, 1, rows
+
+
+def _decode_deep(batch: int, itemsize: int) -> int:
+    """:data:`DECODE_DEEP`'s requests a program where its batches take ``batch``, else 0."""
+    rows, lo, hi = DECODE_DEEP.get(itemsize, (0, 1, 0))
+    return rows if lo <= batch <= hi else 0
+
+
+def _window_wide(batch: int, max_t: int, state_element_size: int) -> bool:
+    return state_element_size >= 4 and max_t >= WINDOW_WIDE_MIN_T and batch >= WINDOW_WIDE_MIN_BATCH
 
 
 def window_launch_config(dim: int, batch: int, max_t: int, state_element_size: int) -> tuple[int, int]:
     """``(BLOCK_N, num_warps)`` of the window kernel on a GPU, by rule: ``WINDOW_BLOCK_N`` channels a program,
     ``WINDOW_WIDE_BLOCK_N`` for an fp32 state with rows of several tokens at large batches (above)."""
-    wide = state_element_size >= 4 and max_t >= WINDOW_WIDE_MIN_T and batch >= WINDOW_WIDE_MIN_BATCH
+    wide = _window_wide(batch, max_t, state_element_size)
     return max(32, min(WINDOW_WIDE_BLOCK_N if wide else WINDOW_BLOCK_N, triton.next_power_of_2(dim))), WINDOW_WARPS
+
+
+def window_pdl_mode(batch: int, max_t: int, state_element_size: int) -> int:
+    """The window kernel's PDL mode where PDL is on: 1 for the wide launches from
+    :data:`WINDOW_WIDE_PDL1_MIN_BATCH` requests, else :data:`WINDOW_PDL_MODE`."""
+    wide = _window_wide(batch, max_t, state_element_size)
+    return 1 if wide and batch >= WINDOW_WIDE_PDL1_MIN_BATCH else WINDOW_PDL_MODE
 
 
 def decode_kernel(rows: int, device: torch.device):
@@ -491,7 +493,8 @@ def causal_conv1d_update(
         if kernel is _causal_conv1d_decode_row_kernel:
             opts = {"MASKED": block_n != dim}
         else:
-            opts = _pdl_opts(batch, device, PDL_MAX_BATCH_DECODE.get(conv_state.dtype.itemsize, 8))
+            deep = _decode_deep(batch, conv_state.dtype.itemsize)  # PDL there whatever PDL_MAX_BATCH_DECODE says
+            opts = _pdl_opts(batch, device, batch if deep else PDL_MAX_BATCH_DECODE.get(conv_state.dtype.itemsize, 8))
         sanitizer.launch(
             kernel,
             (triton.cdiv(batch, rows), triton.cdiv(dim, block_n)),
@@ -539,7 +542,7 @@ def causal_conv1d_update(
             block_n, num_warps = window_launch_config(dim, batch, max_t, conv_state.element_size())
         pdl = _pdl_opts(batch, device, WINDOW_PDL_MAX_BATCH)
         if pdl:
-            pdl["USE_PDL"] = WINDOW_PDL_MODE
+            pdl["USE_PDL"] = window_pdl_mode(batch, max_t, conv_state.element_size())
         kernel_opts = dict(kernel=_causal_conv1d_window_kernel, PRELOAD_X=WINDOW_PRELOAD_X and max_t <= 4, **pdl)
     else:
         block_n, num_warps = launch_config(dim, batch, conv_state.dtype, device)
