@@ -77,6 +77,28 @@ def test_logits_are_well_separated_and_greedy_varies():
     assert len(set(tokens)) >= 4, tokens
 
 
+def test_greedy_ref_from_a_kept_prefix_equals_greedy_ref_from_scratch():
+    """The drafter asks for every request's continuation at every step; greedy_ref starts from the longest
+    prefix it has run before. Bit for bit the tokens of a model that never ran anything, including where a
+    prompt leaves the greedy path (a spoiled draft) and after a weight changed in place."""
+    m = _model(seed=3)
+    prompt = _prompt(6, 4)
+    seqs = [prompt, prompt + m.greedy_ref(prompt, 3)[:2], prompt + [7, 7], prompt[:4], prompt + [7, 7, 1]]
+    for seq in seqs:
+        assert m.greedy_ref(seq, 4) == _model(seed=3).greedy_ref(seq, 4), seq
+    assert m._ref_prefix(prompt + [7, 7, 1, 0])[0] == len(prompt) + 3  # kept: the longest prefix answers
+    m.mamba.D.mul_(-1.0)  # in place: every kept state is stale
+    fresh = _model(seed=3)
+    fresh.mamba.D.mul_(-1.0)
+    for seq in seqs:
+        assert m.greedy_ref(seq, 4) == fresh.greedy_ref(seq, 4), seq
+    m.gdn.A_log = m.gdn.A_log + 0.5  # replaced: stale too
+    fresh.gdn.A_log = fresh.gdn.A_log + 0.5
+    assert m.greedy_ref(prompt, 5) == fresh.greedy_ref(prompt, 5)
+    with pytest.raises(IndexError):
+        m.greedy_ref([], 2)  # as before: no prompt, no logits
+
+
 def test_tied_embeddings_share_the_table():
     m = TinyHybridModel(TinyHybridConfig(tie_word_embeddings=True), DEVICE)
     assert m.lm_head is m.embed
