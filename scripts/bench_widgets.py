@@ -29,6 +29,12 @@ knob changes that only toggle the fix (the explorer: only its bug selection).
 The mechanism panels (``guard_grid``, ``clear_row_grid``) are timed apart:
 built, then toggled to a new combination.
 
+The launch memo (``mambalab.lab.launch_memo``) is emptied wherever the caches
+are: before each panel, and again before its steps, so that the steps run
+their kernels rather than replay what the first replay launched (a learner who
+steps a panel without replaying it first). What a panel's own earlier actions
+launched stays, as it does in Jupyter.
+
 ``--idle``: the learner pauses before each action, and the panel's idle-time
 work (``mambalab.widgets.idle``: the fix toggle's other side at the step
 shown, the references; a grid's neighbouring combinations) runs in the pause,
@@ -50,6 +56,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
 
 from mambalab.widgets import bug_panel, clear_caches, clear_row_grid, engine_explorer, guard_grid  # noqa: E402
 from mambalab.widgets.views import clear_png_cache  # noqa: E402
+from mambalab.lab import launch_memo  # noqa: E402
+
+
+def forget() -> None:
+    """Empty caches: sessions, verdicts, figures and memoised launches."""
+    clear_caches()
+    launch_memo.MEMO.clear()
 
 _SEED_ONLY = [dict(fixed=True), dict(fixed=False), dict(seed=1), dict(fixed=True), dict(seed=2),
               dict(seed=0, fixed=False)]
@@ -115,7 +128,7 @@ def idle(panel, learner_pauses: bool) -> None:
 
 def bench(name: str, reps: int, learner_pauses: bool = False) -> dict:
     make, target, changes = PANELS[name]
-    clear_caches()
+    forget()
     clear_png_cache()
     t, c = time.perf_counter(), time.process_time()
     fresh = make()
@@ -124,7 +137,7 @@ def bench(name: str, reps: int, learner_pauses: bool = False) -> dict:
     t, c = time.perf_counter(), time.process_time()
     fresh.replay_button.click()
     first_replay, first_replay_cpu = time.perf_counter() - t, time.process_time() - c
-    clear_caches()
+    forget()
     clear_png_cache()
     p = make()
     steps, step_redraw, step_action = [], [], []
@@ -170,7 +183,7 @@ def bench(name: str, reps: int, learner_pauses: bool = False) -> dict:
 def bench_grid(name: str, reps: int, learner_pauses: bool = False) -> dict:
     """A mechanism panel: built (its first combination replayed and drawn), then toggled combination by combination."""
     make, changes = GRIDS[name]
-    clear_caches()
+    forget()
     t, c = time.perf_counter(), time.process_time()
     g = make()
     build, build_cpu = time.perf_counter() - t, time.process_time() - c
