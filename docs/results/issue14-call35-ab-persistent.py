@@ -14,6 +14,8 @@ each). The programs a SM of each variant come from its compiled kernel (register
 
 Ran against the kernel's first form (a 6-field PERSIST rule); call 36 added two fields (register cap, prefetch),
 so this script as it stands needs ``(..., contig, 0, False)`` rules to run again.
+
+The kernel it measures (gated_delta_rule_persistent) was not taken: it is at commit 04e1fc3, not in later trees.
 """
 import os
 import sys

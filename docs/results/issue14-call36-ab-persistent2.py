@@ -14,6 +14,8 @@ Programs a SM from each variant's compiled kernel, as in call 35.
     s8s4r96p   8, 4, 96                          4, 4, 96             strided, prefetch
     s8s3r80p   8, 3, 80                          4, 3, 80             strided, prefetch
     c16s3p     16, 3, none                       8, 3, none           contiguous, prefetch (call 35's best fp32)
+
+The kernel it measures (gated_delta_rule_persistent) was not taken: it is at commit 04e1fc3, not in later trees.
 """
 import os
 import sys

@@ -28,11 +28,11 @@ Launch design
   (``stride(0)`` larger than ``HV * V * K``), indices may be a column slice of a wider block table.
 * Everything accumulates in float32; only stores round to the state dtype.
 * On a GPU, one token a sequence (the decode step proper, :data:`STREAM`'s batches) runs the streaming kernel of
-  :mod:`mambalab.kernels.gated_delta_rule_kernels`: a program walks blocks of rows in a pipelined loop (the next
-  block's state in flight, in shared memory, while this one is worked on; a bf16 state needs 80 registers there, not
-  168), or where ``gated_delta_rule_persistent.PERSIST`` says, a persistent grid walks (sequence, head, block) items
-  so. Two tokens a sequence (:data:`SPEC_STREAM`) run the same walk in :mod:`mambalab.kernels.gated_delta_rule_stream`;
-  longer ones keep the general kernel, its token loop pipelined at large batches (:data:`SPEC_TOKEN_STAGES`).
+  :mod:`mambalab.kernels.gated_delta_rule_kernels`: a program walks blocks of rows in a pipelined loop, so the next
+  block's state is in flight (in shared memory) while this one is worked on; a bf16 state needs 80 registers there
+  instead of 168 (docs/benchmarks.md, issue 14). A speculative step of two tokens a sequence (:data:`SPEC_STREAM`)
+  runs the same walk in :mod:`mambalab.kernels.gated_delta_rule_stream`; longer ones keep the general kernel, whose
+  token loop is pipelined at large batches (:data:`SPEC_TOKEN_STAGES`: the next token's loads in flight).
 * Under the CPU interpreter (which costs programs x ops, whatever a tile's size) a program takes the largest power
   of two of value heads dividing ``HV`` and the whole ``V`` (:func:`heads_per_program`,
   :func:`mambalab.kernels.gated_delta_rule_kernels._gdn_heads_kernel`): grid ``(1, HV // heads, N)``, the same
@@ -41,9 +41,11 @@ Launch design
 Guards: :func:`mambalab.kernels.common.is_live_slot` with the ``GUARD`` constexpr from
 :func:`mambalab.kernels.common.guard_for` for the FLA family (the ``<= 0`` / ``> 0`` of #39064, as in vLLM 0.33).
 
-Spec decode column (``zero-accepted``, #48475 / #50021, both open): upstream loads column ``num_accepted - 1`` unbounded
-up to 0.33 (``BOUND_ACCEPTED`` off: a 0 reads column -1, the previous row's last; row 0: before the tensor). Fixed as
-#50021 proposes: the load masked to ``0 <= col < C``; outside, the null block is read and the guard skips the row.
+Spec decode column (``zero-accepted``, #48475 / #50021, both open): upstream's FLA kernels load column
+``num_accepted - 1`` unbounded in every release up to 0.33 (``BOUND_ACCEPTED`` off): a 0 reads column -1, the
+previous row's last column (row 0: before the tensor). Fixed here as #50021 proposes: the load is masked to ``0 <=
+col < C`` and an out-of-row column reads as the null block, so the guard skips the row (it is not clamped to column
+0).
 """
 
 from __future__ import annotations
@@ -62,7 +64,6 @@ from mambalab.constants import NULL_BLOCK_ID
 from mambalab.kernels.common import KernelFamily, bound_accepted_for, guard_for, is_live_slot
 from mambalab.kernels.gated_delta_rule_kernels import (_gdn_heads_kernel, _gdn_rows, _gdn_slot, _gdn_stream_kernel,
                                                        _load_rows)
-from mambalab.kernels.gated_delta_rule_persistent import persistent_launch
 from mambalab.kernels.gated_delta_rule_stream import _gdn_spec_stream_kernel
 from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
 from mambalab.kernels.mamba_ssm import use_pdl  # PDL where the SSU and the conv take it
@@ -404,14 +405,12 @@ def _launch(
         kernel, extra = _gdn_heads_kernel, {"BLOCK_H": heads, "ONE_TOKEN": cu_seqlens is None and T == 1,
                                             "MASKED": not (BV == V and BK == K)}
         grid = (triton.cdiv(V, BV), HV // heads, N)
-    one_token = (_streams_on(q.device) and in_place and indexed == 1 and not multi_token and A_log is None
-                 and block_v is None and heads == 1)  # the streaming (and persistent) kernels' launches
-    stream = STREAM.get(state_in.element_size()) if one_token else None
-    if stream and stream[3] <= N <= stream[4]:
+    stream = STREAM.get(state_in.element_size()) if (
+        _streams_on(q.device) and in_place and indexed == 1 and not multi_token and A_log is None
+        and block_v is None) else None
+    if stream and stream[3] <= N <= stream[4] and heads == 1:
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
-    if one_token and (pers := persistent_launch(state_in.element_size(), N, HV, V, _num_sms(q.device))):
-        kernel, extra, grid = pers  # gated_delta_rule_persistent.PERSIST (off by default)
     spec = SPEC_STREAM.get(state_in.element_size()) if (
         _streams_on(q.device) and in_place and indexed == 2 and multi_token and A_log is None
         and block_v is None and heads == 1 and num_cols <= SPEC_STREAM_MAX_TOKENS) else None
