@@ -99,6 +99,17 @@ def test_greedy_ref_from_a_kept_prefix_equals_greedy_ref_from_scratch():
         m.greedy_ref([], 2)  # as before: no prompt, no logits
 
 
+def test_greedy_ref_leaves_the_model_content_key_unchanged():
+    """The kept states live outside the model: the reference memo and the CPU capture memo key a model by
+    everything it reaches (``worker/cuda_graph._reach``), which greedy_ref must not change."""
+    from mambalab.lab.reference import model_key
+
+    m = _model(seed=3)
+    before = model_key(m)
+    m.greedy_ref(_prompt(6, 4), 5)
+    assert model_key(m) == before == model_key(_model(seed=3))
+
+
 def test_tied_embeddings_share_the_table():
     m = TinyHybridModel(TinyHybridConfig(tie_word_embeddings=True), DEVICE)
     assert m.lm_head is m.embed

@@ -45,6 +45,9 @@ Three ways to run the model, and why there are three:
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
+
 import torch
 import torch.nn.functional as F
 
@@ -253,13 +256,11 @@ class TinyHybridModel:
     def _ref_prefix(self, tokens: list[int]) -> tuple[int, dict | None, torch.Tensor | None]:
         """``(n, state, last logits)`` after the longest kept prefix ``tokens[:n]`` (``(0, None, None)``
         when none is kept); everything kept is forgotten when a weight changed or was replaced."""
-        from collections import OrderedDict
-
         weights = self._ref_weights()
-        kept = self.__dict__.get("_ref_states")
+        kept = _REF_STATES.get(self)
         if kept is None or len(kept[0]) != len(weights) or any(
                 a is not b or va != vb for (a, va), (b, vb) in zip(kept[0], weights)):
-            kept = self.__dict__["_ref_states"] = (weights, OrderedDict())
+            kept = _REF_STATES[self] = (weights, OrderedDict())
         states = kept[1]
         for n in range(len(tokens), 0, -1):
             got = states.get(tuple(tokens[:n]))
@@ -269,10 +270,15 @@ class TinyHybridModel:
         return 0, None, None
 
     def _ref_keep(self, tokens: list[int], state: dict, last: torch.Tensor) -> None:
-        states = self.__dict__["_ref_states"][1]
+        states = _REF_STATES[self][1]
         states[tuple(tokens)] = (state, last)
         while len(states) > self._REF_KEEP:
             states.popitem(last=False)
+
+
+# The states greedy_ref keeps, per model, outside the model: what a model reaches (its content key for the
+# reference and capture memos, ``worker/cuda_graph._reach``) must not change when greedy_ref runs.
+_REF_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 __all__ = [
