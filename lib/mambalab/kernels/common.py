@@ -41,6 +41,23 @@ def is_live_slot(idx, null_block_id, GUARD: tl.constexpr):
     return live
 
 
+@triton.jit
+def prefetch_rows_l2(base, rows, s_row, s_col, NCOLS: tl.constexpr, EVICT_LAST: tl.constexpr):
+    """A hint, on a GPU only: ask L2 for the 128-byte lines of ``base``'s rows ``rows`` (each row's first
+    ``NCOLS`` elements, ``s_col == 1`` for the lines to be that row's). Nothing is read into registers and
+    nothing is written; launched before PDL's wait it overlaps a state tile's DRAM fetch with the previous
+    kernel's tail. ``rows`` must be addresses inside the tensor (clamp them: a hint takes no mask)."""
+    ELEMS: tl.constexpr = 1024 // base.dtype.element_ty.primitive_bitwidth
+    LINES: tl.constexpr = (NCOLS + ELEMS - 1) // ELEMS
+    ptrs = base + rows[:, None] * s_row + (tl.arange(0, LINES) * ELEMS)[None, :] * s_col
+    if EVICT_LAST:
+        tl.inline_asm_elementwise("prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+
+
 def guard_for(bugs: BugConfig | None, family: KernelFamily = KernelFamily.FLA) -> int:
     """The guard constexpr for a launch of a ``family`` kernel: from ``bugs``, else the active config."""
     return int(resolve(bugs).kernel_guard_for(family))
@@ -51,4 +68,4 @@ def bound_accepted_for(bugs: BugConfig | None) -> bool:
     return resolve(bugs).bound_accepted
 
 
-__all__ = ["is_live_slot", "guard_for", "bound_accepted_for", "KernelFamily"]
+__all__ = ["is_live_slot", "prefetch_rows_l2", "guard_for", "bound_accepted_for", "KernelFamily"]

@@ -67,7 +67,7 @@ from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import INTERPRET
-from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot
+from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot, prefetch_rows_l2
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel
 from mambalab.kernels.mamba_ssm_stream import _ssu_stream_kernel, _ssu_token
 from mambalab.kernels.mamba_ssm_ref import prepare_ssu_inputs
@@ -112,6 +112,7 @@ def _ssu_kernel(
     BLOCK_N: tl.constexpr,  # next_power_of_2(dstate): the whole state row
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+; off on the interpreter)
     EARLY_STATE: tl.constexpr = False,  # under PDL: indices and state read before the wait (see below)
+    PREFETCH: tl.constexpr = 0,  # under PDL, one token: an L2 hint for the state tile before the wait (2: evict_last)
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
@@ -125,6 +126,12 @@ def _ssu_kernel(
         # Without EARLY_STATE nothing is read before the wait, so the order of reads and writes is the one
         # without PDL; what overlaps is the launch of this grid with the tail of the previous one.
         tl.extra.cuda.gdc_launch_dependents()
+        if PREFETCH:  # the metadata is read before the wait under early_state_load's promise, as EARLY_STATE
+            hint = tl.load(src_idx_ptr + pid_r * s_src_row).to(tl.int64)
+            if is_live_slot(hint, null_block_id, GUARD):
+                rows = tl.minimum(pid_m * BLOCK_M + tl.arange(0, BLOCK_M), dim - 1)
+                prefetch_rows_l2(state_ptr + hint * s_state_slot + pid_h * s_state_head, rows, s_state_dim,
+                                 s_state_n, BLOCK_N, PREFETCH == 2)
         if not EARLY_STATE:
             tl.extra.cuda.gdc_wait()
     # EARLY_STATE (only with USE_PDL): the metadata (indices, num_accepted, cu_seqlens) and the state tile are
@@ -321,6 +328,16 @@ EARLY_STATE_MAX_REQUEST_HEADS = 4 * 128
 EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN = 8 * 128
 EARLY_STATE_PDL_SMALL_FP32 = True  # with the promise, the small fp32 tiles launch with PDL too
 PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer launch without PDL
+# The L2 hint before PDL's wait (PREFETCH: kernels.common.prefetch_rows_l2), one token a request with indices,
+# under the early_state_load promise, past the early state load, by state element size: (mode, fewest, most
+# request x heads); mode 1 plain, 2 L2::evict_last. Measured beside vLLM 0.33, A/B interleaved, vLLM's time over
+# ours (docs/results/issue14-call41-ab-prefetch.txt on an H100, call42-ab-confirm.txt on an H200): bf16, mode 2,
+#   H200: batch 8 1.078 -> 1.096x, 16 even, 32 1.024 -> 1.052x, 64 1.043 -> 1.075x (88.0 -> 90.7% of copy),
+#   128-512 1.00-1.03 -> 1.04-1.08x, with z at 64 / 256 1.015 / 1.001 -> 1.040 / 1.042x;
+#   H100: 57-512 1.5-2.5% faster (mode 1: 0.5-1%), batch 8 / 16 mode 1 a little better than 2 (1.065 / 1.046x
+#   against 1.062 / 1.036x, base 1.032 / 1.028x);
+#   fp32 (H100): 1-3% slower in either mode, so not. The GDN's streaming kernel with the hint: 1-8% slower (H100).
+PREFETCH_STATE: dict[int, tuple[int, int, int]] = {2: (2, 1, 1 << 30)}
 
 # The streaming kernel (mamba_ssm_stream._ssu_stream_kernel), A/dt per head with indices, keyed by (state
 # element size, several tokens a request): (rows a block, blocks a program, num_stages, fewest request x heads,
@@ -440,22 +457,9 @@ def _streams_on(device: torch.device) -> bool:
 
 
 def selective_state_update(
-    state,
-    x,
-    dt,
-    A,
-    B,
-    C,
-    D=None,
-    dt_bias=None,
-    z=None,
-    dt_softplus=False,
-    state_batch_indices=None,
-    dst_state_batch_indices=None,
-    null_block_id=NULL_BLOCK_ID,
-    out=None,
-    num_accepted_tokens=None,
-    cu_seqlens=None,
+    state, x, dt, A, B, C, D=None, dt_bias=None, z=None, dt_softplus=False,
+    state_batch_indices=None, dst_state_batch_indices=None, null_block_id=NULL_BLOCK_ID, out=None,
+    num_accepted_tokens=None, cu_seqlens=None,
     *,
     bugs: BugConfig | None = None,
     early_state_load: bool = False,
@@ -543,6 +547,10 @@ def selective_state_update(
         grid = (triton.cdiv(p.dim, stream["RB"] * stream["NB"]), p.num_requests, p.nheads)
         early = False  # the streaming kernel waits first
     launch_opts = {"USE_PDL": True, "launch_pdl": True, **({"EARLY_STATE": True} if early else {})} if pdl else {}
+    hint = PREFETCH_STATE.get(p.state.element_size())
+    if (pdl and not early and early_state_load and kernel is _ssu_kernel and one_token and has_idx and hint
+            and hint[1] <= p.num_requests * p.nheads <= hint[2]):
+        launch_opts["PREFETCH"] = hint[0]
 
     sanitizer.launch(
         kernel, grid,
@@ -588,11 +596,5 @@ def selective_state_update(
     return p.finish()
 
 
-__all__ = [
-    "selective_state_update",
-    "LaunchConfig",
-    "choose_launch_config",
-    "launch_config_override",
-    "use_pdl",
-    "KERNEL_NAME",
-]
+__all__ = ["selective_state_update", "LaunchConfig", "choose_launch_config", "launch_config_override", "use_pdl",
+           "KERNEL_NAME"]
