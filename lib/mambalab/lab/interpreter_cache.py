@@ -32,6 +32,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
+from mambalab.lab import interpreter_types
+
 _ORIGINALS: dict[str, Any] = {}
 _INTERP: Any = None
 # Language modules patched by the grid executor of the launch running now (ids), and how
@@ -206,12 +208,14 @@ def install(interp: Any) -> None:
     for name, hook in _USABLE[key].items():
         _ORIGINALS[name] = getattr(interp, name)
         setattr(interp, name, hook)
+    interpreter_types.install(interp)  # Triton's type bookkeeping from memos (lab/interpreter_types.py)
 
 
 def uninstall() -> None:
     """Put the interpreter's own functions back."""
     interp = _INTERP
     _PATCHED.clear()
+    interpreter_types.uninstall()
     if interp is None:
         return
     for name, original in list(_ORIGINALS.items()):
@@ -222,5 +226,6 @@ def uninstall() -> None:
 def installed() -> bool:
     """True while any of these hooks is in the interpreter."""
     if _INTERP is None:
-        return False
-    return any(getattr(_INTERP, n, None) is h for n, h in _HOOKS.items())
+        return interpreter_types.installed()
+    return (any(getattr(_INTERP, n, None) is h for n, h in _HOOKS.items())
+            or interpreter_types.installed())
