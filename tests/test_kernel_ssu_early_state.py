@@ -135,11 +135,12 @@ def test_the_switch_reaches_the_kernel_only_under_pdl(monkeypatch, state_dtype, 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("state_dtype,hint", [(torch.bfloat16, True), (torch.float32, False)])
-def test_the_l2_hint_gives_the_same_bytes_and_needs_the_promise(monkeypatch, state_dtype, hint):
-    """Past the early state load's range (640 request-heads), with the promise, a bf16 state launches with
-    ``PREFETCH`` (an L2 hint for the state tile before PDL's wait, ``mamba_ssm.PREFETCH_STATE``); fp32 does
-    not. Same bytes as the launch without the promise, padded rows' slots untouched, the reference within
-    tolerance."""
+@pytest.mark.parametrize("name", ["one-token-tied-nulls", "spec-varlen"])
+def test_the_l2_hint_gives_the_same_bytes_and_needs_the_promise(monkeypatch, name, state_dtype, hint):
+    """Past the early state load (here: everywhere), with the promise, a 16-bit state launches with ``PREFETCH``
+    (an L2 hint for the initial state's tile before PDL's wait: ``mamba_ssm.PREFETCH_STATE``, and
+    ``PREFETCH_STATE_MULTI_TOKEN`` forced on here); fp32 does not. Same bytes as the launch without the promise,
+    the slots not written untouched, the reference within tolerance."""
     seen = []
     launch = ssu.sanitizer.launch
 
@@ -148,21 +149,25 @@ def test_the_l2_hint_gives_the_same_bytes_and_needs_the_promise(monkeypatch, sta
         return launch(kernel, grid, *args, **kwargs)
 
     monkeypatch.setattr(ssu.sanitizer, "launch", spy)
-    case = make_case(7, rows=40, nheads=16, dim=16, dstate=16, slots=48, tied=True, dtypes=(state_dtype, state_dtype))
-    idx = random_slot_indices(40, 48, num_null_rows=5, generator=gen(8)).to(DEVICE)
-    kw = dict(state_batch_indices=idx)
+    monkeypatch.setattr(ssu, "EARLY_STATE_MAX_REQUEST_HEADS", 0)
+    monkeypatch.setattr(ssu, "EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN", 0)
+    monkeypatch.setattr(ssu, "PREFETCH_STATE_MULTI_TOKEN", {2: (2, 1, 1 << 30)})
+    seed = sum(map(ord, name)) + 3
+    case = make_case(seed, dtypes=(state_dtype, state_dtype), **FORMS[name][0])
+    kw, written = _kwargs(name, case, seed + 1)
     (s_wait, o_wait), (s_hint, o_hint) = (_run(case, kw, early) for early in (False, True))
     assert "PREFETCH" not in seen[0]
     if ssu.use_pdl(case.state.device) and hint:
-        assert seen[1].get("PREFETCH") == ssu.PREFETCH_STATE[2][0] and "EARLY_STATE" not in seen[1]
+        assert seen[1].get("PREFETCH") == 2 and "EARLY_STATE" not in seen[1]
     else:
         assert "PREFETCH" not in seen[1]
     assert torch.equal(o_hint, o_wait) and torch.equal(s_hint, s_wait)
-    assert_untouched(case.state, s_hint, {int(i) for i in idx.tolist() if int(i) > 0})
+    assert_untouched(case.state, s_hint, written)
     s_ref = same_layout_copy(case.state)
     o_ref = poison_(torch.empty_like(o_hint))
     selective_state_update_ref(s_ref, out=o_ref, **case.kwargs, **kw)
-    rtol, atol = tolerance("ssu", o_hint.dtype)
+    family = "ssu_spec" if "spec" in name else "ssu"
+    rtol, atol = tolerance(family, o_hint.dtype)
     torch.testing.assert_close(o_hint.float(), o_ref.float(), rtol=rtol, atol=atol)
-    rtol, atol = tolerance("ssu", s_hint.dtype)
+    rtol, atol = tolerance(family, s_hint.dtype)
     torch.testing.assert_close(s_hint.float(), s_ref.float(), rtol=rtol, atol=atol)

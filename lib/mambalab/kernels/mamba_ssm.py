@@ -68,7 +68,7 @@ from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import INTERPRET
 from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot, prefetch_rows_l2
-from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel
+from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_stream import _ssu_stream_kernel, _ssu_token
 from mambalab.kernels.mamba_ssm_ref import prepare_ssu_inputs
 
@@ -127,7 +127,8 @@ def _ssu_kernel(
         # without PDL; what overlaps is the launch of this grid with the tail of the previous one.
         tl.extra.cuda.gdc_launch_dependents()
         if PREFETCH:  # the metadata is read before the wait under early_state_load's promise, as EARLY_STATE
-            hint = tl.load(src_idx_ptr + pid_r * s_src_row).to(tl.int64)
+            hint = _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
+                                 HAS_NUM_ACCEPTED, CLAMP_ACCEPTED)
             if is_live_slot(hint, null_block_id, GUARD):
                 rows = tl.minimum(pid_m * BLOCK_M + tl.arange(0, BLOCK_M), dim - 1)
                 prefetch_rows_l2(state_ptr + hint * s_state_slot + pid_h * s_state_head, rows, s_state_dim,
@@ -157,15 +158,8 @@ def _ssu_kernel(
 
     # -- where the initial state comes from (and the guard) -------------------
     if HAS_INDICES:
-        if HAS_NUM_ACCEPTED:
-            num_accepted = tl.load(num_accepted_ptr + pid_r).to(tl.int64)
-            if CLAMP_ACCEPTED:  # upstream's max(num_accepted - 1, 0); the upper bound is ours
-                src_col = tl.minimum(tl.maximum(num_accepted - 1, 0), src_cols - 1)
-            else:
-                src_col = num_accepted - 1
-            src_slot = tl.load(src_idx_ptr + pid_r * s_src_row + src_col * s_src_col).to(tl.int64)
-        else:
-            src_slot = tl.load(src_idx_ptr + pid_r * s_src_row).to(tl.int64)
+        src_slot = _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
+                                 HAS_NUM_ACCEPTED, CLAMP_ACCEPTED)
         if not is_live_slot(src_slot, null_block_id, GUARD):
             # A padded row: zero its outputs and leave, before touching state.
             # This is what makes padding cheap (a few bytes per program).
@@ -334,10 +328,15 @@ PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer laun
 # ours (docs/results/issue14-call41-ab-prefetch.txt on an H100, call42-ab-confirm.txt on an H200): bf16, mode 2,
 #   H200: batch 8 1.078 -> 1.096x, 16 even, 32 1.024 -> 1.052x, 64 1.043 -> 1.075x (88.0 -> 90.7% of copy),
 #   128-512 1.00-1.03 -> 1.04-1.08x, with z at 64 / 256 1.015 / 1.001 -> 1.040 / 1.042x;
-#   H100: 57-512 1.5-2.5% faster (mode 1: 0.5-1%), batch 8 / 16 mode 1 a little better than 2 (1.065 / 1.046x
-#   against 1.062 / 1.036x, base 1.032 / 1.028x);
-#   fp32 (H100): 1-3% slower in either mode, so not. The GDN's streaming kernel with the hint: 1-8% slower (H100).
+#   H100: 57-512 1.5-2.5% faster (mode 1: 0.5-1%), batch 8 / 16 1.032 / 1.028 -> 1.062 / 1.036x (mode 1 1.065 /
+#   1.046x); fp32 (H100): 1-3% slower in either mode, so not. The GDN's streaming kernel with it: 1-8% slower.
 PREFETCH_STATE: dict[int, tuple[int, int, int]] = {2: (2, 1, 1 << 30)}
+# Several tokens (call 43, H200, issue14-call43-ab-spec-hint.txt): bf16 T = 3 / 4 at 16-256 0.2-0.9% faster with
+# mode 1 (mode 2 0.3-1.5% slower than 1), T = 2 at 16 1.081 -> 1.106x.
+PREFETCH_STATE_MULTI_TOKEN: dict[int, tuple[int, int, int]] = {2: (1, 1, 1 << 30)}
+# A/dt per element (call 44, issue14-call44-ab-untied-hint.txt): bf16 batch 8 1.165 -> 1.239x, but 16 / 64 / 512
+# 0.986 / 1.014 / 0.959 -> 0.973 / 0.983 / 0.953x, so up to 8 x 128 request-heads.
+PREFETCH_STATE_UNTIED: dict[int, tuple[int, int, int]] = {2: (2, 1, 8 * 128)}
 
 # The streaming kernel (mamba_ssm_stream._ssu_stream_kernel), A/dt per head with indices, keyed by (state
 # element size, several tokens a request): (rows a block, blocks a program, num_stages, fewest request x heads,
@@ -547,8 +546,9 @@ def selective_state_update(
         grid = (triton.cdiv(p.dim, stream["RB"] * stream["NB"]), p.num_requests, p.nheads)
         early = False  # the streaming kernel waits first
     launch_opts = {"USE_PDL": True, "launch_pdl": True, **({"EARLY_STATE": True} if early else {})} if pdl else {}
-    hint = PREFETCH_STATE.get(p.state.element_size())
-    if (pdl and not early and early_state_load and kernel is _ssu_kernel and one_token and has_idx and hint
+    hint = (PREFETCH_STATE_MULTI_TOKEN if not one_token else PREFETCH_STATE if tied
+            else PREFETCH_STATE_UNTIED).get(p.state.element_size())
+    if (pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx and hint
             and hint[1] <= p.num_requests * p.nheads <= hint[2]):
         launch_opts["PREFETCH"] = hint[0]
 

@@ -21,6 +21,23 @@ from mambalab.kernels.common import is_live_slot
 
 
 @triton.jit
+def _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
+                  HAS_NUM_ACCEPTED: tl.constexpr, CLAMP_ACCEPTED: tl.constexpr):
+    """The slot request ``pid_r`` reads its initial state from: column ``num_accepted - 1`` of its index row
+    under speculative decoding (upstream's ``max(num_accepted - 1, 0)``; the upper bound is ours), else column 0."""
+    if HAS_NUM_ACCEPTED:
+        num_accepted = tl.load(num_accepted_ptr + pid_r).to(tl.int64)
+        if CLAMP_ACCEPTED:
+            src_col = tl.minimum(tl.maximum(num_accepted - 1, 0), src_cols - 1)
+        else:
+            src_col = num_accepted - 1
+        src_slot = tl.load(src_idx_ptr + pid_r * s_src_row + src_col * s_src_col).to(tl.int64)
+    else:
+        src_slot = tl.load(src_idx_ptr + pid_r * s_src_row).to(tl.int64)
+    return src_slot
+
+
+@triton.jit
 def _softplus(x):
     """``log(1 + exp(x))``, linear above 20 (torch's and upstream's threshold).
 
@@ -67,15 +84,8 @@ def _ssu_heads_kernel(
         bos = pid_r.to(tl.int64) * tokens_per_request
         seq_len = tokens_per_request
     if HAS_INDICES:
-        if HAS_NUM_ACCEPTED:
-            num_accepted = tl.load(num_accepted_ptr + pid_r).to(tl.int64)
-            if CLAMP_ACCEPTED:
-                src_col = tl.minimum(tl.maximum(num_accepted - 1, 0), src_cols - 1)
-            else:
-                src_col = num_accepted - 1
-            src_slot = tl.load(src_idx_ptr + pid_r * s_src_row + src_col * s_src_col).to(tl.int64)
-        else:
-            src_slot = tl.load(src_idx_ptr + pid_r * s_src_row).to(tl.int64)
+        src_slot = _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
+                                 HAS_NUM_ACCEPTED, CLAMP_ACCEPTED)
         live = is_live_slot(src_slot, null_block_id, GUARD)
     else:
         src_slot = pid_r.to(tl.int64)

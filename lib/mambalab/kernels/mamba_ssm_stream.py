@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from mambalab.kernels.common import is_live_slot
-from mambalab.kernels.mamba_ssm_kernels import _softplus
+from mambalab.kernels.mamba_ssm_kernels import _softplus, _ssu_src_slot
 
 
 @triton.jit
@@ -110,15 +110,8 @@ def _ssu_stream_kernel(
     out_ptr0 = out_ptr + bos * s_out_tok + pid_h * s_out_head
 
     # -- the initial state's slot and the guard (as _ssu_kernel) ---------------------------------------------
-    if HAS_NUM_ACCEPTED:
-        num_accepted = tl.load(num_accepted_ptr + pid_r).to(tl.int64)
-        if CLAMP_ACCEPTED:  # upstream's max(num_accepted - 1, 0); the upper bound is ours
-            src_col = tl.minimum(tl.maximum(num_accepted - 1, 0), src_cols - 1)
-        else:
-            src_col = num_accepted - 1
-        src_slot = tl.load(src_idx_ptr + pid_r * s_src_row + src_col * s_src_col).to(tl.int64)
-    else:
-        src_slot = tl.load(src_idx_ptr + pid_r * s_src_row).to(tl.int64)
+    src_slot = _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
+                             HAS_NUM_ACCEPTED, CLAMP_ACCEPTED)
     if not is_live_slot(src_slot, null_block_id, GUARD):
         for blk in tl.static_range(NB):  # a padded row: zero outputs, no state traffic
             offs_z = (pid_m * NB + blk) * RB + tl.arange(0, RB)
