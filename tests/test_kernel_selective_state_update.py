@@ -294,6 +294,10 @@ def test_launch_rule_for_real_shapes(monkeypatch):
     # speculative decoding / varlen (several tokens a request), and A / dt per element
     assert choose_launch_config(128, 64, 128, 64, torch.float32, dev, multi_token=True) == LaunchConfig(8, 1)
     assert choose_launch_config(128, 64, 128, 64, torch.bfloat16, dev, multi_token=True) == LaunchConfig(16, 1)
+    # ... at batch 1 (128 request-heads): 4 rows (call 47), at batch 2 the small-batch tiles again
+    assert choose_launch_config(128, 64, 128, 1, torch.bfloat16, dev, multi_token=True) == LaunchConfig(4, 1)
+    assert choose_launch_config(128, 64, 128, 1, torch.float32, dev, multi_token=True) == LaunchConfig(4, 1)
+    assert choose_launch_config(128, 64, 128, 2, torch.bfloat16, dev, multi_token=True) == LaunchConfig(16, 1)
     assert choose_launch_config(128, 64, 128, 64, torch.float32, dev, tied=False).block_m == ssu.UNTIED_BLOCK_M[4]
     # never taller than the (padded) head dim
     assert choose_launch_config(8, 8, 16, 64, torch.bfloat16, dev).block_m == 8

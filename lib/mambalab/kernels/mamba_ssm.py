@@ -1,10 +1,8 @@
 """Mamba2's decode step as a Triton kernel: ``selective_state_update``.
 
-Mirrors vLLM's ``vllm/model_executor/layers/mamba/ops/mamba_ssm.py`` (same
-arguments, same maths, same way of finding a request's state in the pool), so
-a learner can swap one for the other. The maths, the index rules and the
-guard are described in :mod:`mambalab.kernels.mamba_ssm_ref`,
-the pure-torch reference this kernel is tested against.
+Mirrors vLLM's ``vllm/model_executor/layers/mamba/ops/mamba_ssm.py`` (same arguments, same maths, same way of
+finding a request's state in the pool), so a learner can swap one for the other. The maths, the index rules and
+the guard: :mod:`mambalab.kernels.mamba_ssm_ref`, the pure-torch reference this kernel is tested against.
 
 What the guard does here (one ``tl.constexpr``, from the bug configuration
 and this kernel's family, :class:`~mambalab.lab.bugs.KernelFamily` MAMBA):
@@ -37,16 +35,13 @@ pre-fix world: ``zero-accepted`` is about the GDN kernels); the upper bound
 A store column (``dst_state_batch_indices[r, t]``) the guard rejects skips
 that one store; the output of the token is still computed and written.
 
-A plain decode step (one token per request, the state stored back where it
-was read: ``ONE_TOKEN``, ``DST_IS_SRC``) runs straight through, without the
-token loop that speculative and varlen calls need.
+A plain decode step (one token per request, the state stored back where it was read: ``ONE_TOKEN``,
+``DST_IS_SRC``) runs straight through, without the token loop that speculative and varlen calls need.
 
-Launch configuration (no autotune: autotuning would re-run the kernel on live
-state and apply the update several times) is chosen by a rule, see
-:func:`choose_launch_config`. Under the CPU interpreter a program takes
-several heads of a request (``LaunchConfig.block_h``,
-:mod:`mambalab.kernels.mamba_ssm_kernels`): the same results, half the
-programs or fewer.
+Launch configuration (no autotune: autotuning would re-run the kernel on live state and apply the update several
+times) is chosen by a rule, see :func:`choose_launch_config`. Under the CPU interpreter a program takes several
+heads of a request (``LaunchConfig.block_h``, :mod:`mambalab.kernels.mamba_ssm_kernels`): the same results, half
+the programs or fewer.
 """
 
 from __future__ import annotations
@@ -298,8 +293,12 @@ BLOCK_M_TIED_SMALL = {4: 4, 2: 16}
 BLOCK_M_MULTI_TOKEN = {4: 8, 2: 16}
 # Several tokens, requests x heads < SMALL_EFFECTIVE_BATCH: measured 2 / 4 / 8 rows fp32 and 4 / 8 / 16 bf16
 # at batch 1 and 8, T = 2 and 4 (docs/results/issue14-call10-choose.txt): 4 rows win at batch 1 but lose at
-# batch 8 (fp32 4 rows: 6.41 -> 6.16 us at batch 1 T = 2, 29.9 -> 31.0 at batch 8), so the same as above.
+# batch 8 (fp32 4 rows: 6.41 -> 6.16 us at batch 1 T = 2, 29.9 -> 31.0 at batch 8), so the same as above, and
+# 4 rows up to MULTI_TOKEN_TINY request x heads (batch 1; call 47, issue14-call47-ab-spec-small.txt, with the early
+# state load: T = 2 / 3 / 4 fp32 1.063 / 0.998 / 0.968 -> 1.134 / 1.086 / 1.025x, bf16 1.181 / 1.069 / 0.990 ->
+# 1.223 / 1.220 / 1.171x; at batch 2 mixed, bf16 T = 2 1.230 -> 1.008x).
 BLOCK_M_MULTI_TOKEN_SMALL = {4: 8, 2: 16}
+BLOCK_M_MULTI_TOKEN_TINY, MULTI_TOKEN_TINY = {4: 4, 2: 4}, 128
 UNTIED_BLOCK_M = {4: 4, 2: 8}
 # A/dt per element, requests x heads < SMALL_EFFECTIVE_BATCH. fp32 2 rows: chosen on an H200 over 4 / 8
 # (batch 1: 5.25 -> 4.96 us, batch 8: 22.4 -> 23.1, vLLM 4.51 / 21.5); in the recorded bench a trade
@@ -392,7 +391,8 @@ def choose_launch_config(
                                                                                  UNTIED_NUM_WARPS[size])
         return LaunchConfig(block_m=min(block_m, dim_p2), num_warps=warps)
     elif multi_token:
-        block_m = (BLOCK_M_MULTI_TOKEN_SMALL if small else BLOCK_M_MULTI_TOKEN)[size]
+        table = BLOCK_M_MULTI_TOKEN_SMALL if small else BLOCK_M_MULTI_TOKEN
+        block_m = (BLOCK_M_MULTI_TOKEN_TINY if num_requests * nheads <= MULTI_TOKEN_TINY else table)[size]
     elif small:
         block_m = BLOCK_M_TIED_SMALL[size]
     elif size == 4 and activation_size >= 4:
