@@ -13,7 +13,7 @@ from mambalab.device import DEVICE
 from mambalab.kernels import gated_delta_rule as gdn
 from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
 from mambalab.kernels.gated_delta_rule_ref import fused_recurrent_gated_delta_rule_ref
-from mambalab.kernels.testing import assert_untouched, random_slot_indices, touched_slots
+from mambalab.kernels.testing import assert_untouched, random_slot_indices, spy_launches, touched_slots
 from mambalab.lab.bugs import BugConfig
 
 from test_kernel_gated_delta_rule import _gen, _nan_empty, assert_close, make_inputs, make_pool  # noqa: F401
@@ -28,15 +28,7 @@ STATE_DTYPES = [
 
 def _launched_kernels(monkeypatch):
     monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)  # the GPU's launch rule
-    seen = []
-    real = gdn.sanitizer.launch
-
-    def spy(kernel, grid, *args, **kwargs):
-        seen.append(kernel)
-        return real(kernel, grid, *args, **kwargs)
-
-    monkeypatch.setattr(gdn.sanitizer, "launch", spy)
-    return seen
+    return spy_launches(monkeypatch, gdn)
 
 
 @pytest.mark.parametrize("dtype,state_dtype", STATE_DTYPES)
@@ -57,7 +49,7 @@ def test_stream_kernel_matches_reference(dtype, state_dtype, rb, nb, stages, V, 
     kw = dict(ssm_state_indices=idx, use_qk_l2norm_in_kernel=True)
     o, _ = fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=pool, bugs=FIXED, **kw)
     o_ref, _ = fused_recurrent_gated_delta_rule_ref(q, k, v, g, beta, initial_state=pool_ref, **kw)
-    assert seen and seen[-1] is gdn._gdn_stream_kernel
+    assert seen and seen[-1]["kernel"] is gdn._gdn_stream_kernel
     assert_close(o, o_ref, dtype, "o")
     assert_close(pool, pool_ref, state_dtype, "pool")
     assert_untouched(before, pool, touched_slots(idx))
@@ -80,7 +72,7 @@ def test_stream_kernel_varlen_rows_of_other_lengths(monkeypatch):
     kw = dict(cu_seqlens=cu, ssm_state_indices=idx, use_qk_l2norm_in_kernel=True)
     o, _ = fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=pool, bugs=FIXED, **kw)
     o_ref, _ = fused_recurrent_gated_delta_rule_ref(q, k, v, g, beta, initial_state=pool_ref, **kw)
-    assert seen and seen[-1] is gdn._gdn_stream_kernel
+    assert seen and seen[-1]["kernel"] is gdn._gdn_stream_kernel
     assert_close(o, o_ref, torch.float32, "o")
     assert_close(pool, pool_ref, torch.float32, "pool")
     assert_untouched(before, pool, {5, 1, 6})
@@ -100,4 +92,4 @@ def test_stream_rule_leaves_other_launches_alone(monkeypatch):
         idx = torch.arange(1, N + 1, device=DEVICE)
         fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=pool, ssm_state_indices=idx,
                                          block_v=bv, bugs=FIXED)
-        assert seen[-1] is gdn._gdn_decode_kernel, (N, T, bv)
+        assert seen[-1]["kernel"] is gdn._gdn_decode_kernel, (N, T, bv)

@@ -18,7 +18,7 @@ from mambalab.device import DEVICE
 from mambalab.kernels import mamba_ssm as ssu
 from mambalab.kernels.mamba_ssm import selective_state_update
 from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
-from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indices, tolerance
+from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indices, spy_launches, tolerance
 
 from test_kernel_selective_state_update import DTYPES, gen, make_case, same_layout_copy
 
@@ -52,6 +52,16 @@ def _run(case, kw, early):
     return state, out
 
 
+def _assert_matches_reference(case, kw, name, s_new, o_new):
+    s_ref = same_layout_copy(case.state)
+    o_ref = poison_(torch.empty_like(o_new))
+    selective_state_update_ref(s_ref, out=o_ref, **case.kwargs, **kw)
+    family = "ssu_spec" if "spec" in name else "ssu"
+    for got, want in ((o_new, o_ref), (s_new, s_ref)):
+        rtol, atol = tolerance(family, got.dtype)
+        torch.testing.assert_close(got.float(), want.float(), rtol=rtol, atol=atol)
+
+
 @pytest.mark.parametrize("dtypes", DTYPES)
 @pytest.mark.parametrize("name", list(FORMS))
 def test_early_state_load_gives_the_same_bytes(name, dtypes):
@@ -63,15 +73,7 @@ def test_early_state_load_gives_the_same_bytes(name, dtypes):
     assert torch.equal(o_early, o_wait) and torch.equal(s_early, s_wait)
     assert not o_early.isnan().any()
     assert_untouched(case.state, s_early, written)
-
-    s_ref = same_layout_copy(case.state)
-    o_ref = poison_(torch.empty_like(o_early))
-    selective_state_update_ref(s_ref, out=o_ref, **case.kwargs, **kw)
-    family = "ssu_spec" if "spec" in name else "ssu"
-    rtol, atol = tolerance(family, o_early.dtype)
-    torch.testing.assert_close(o_early.float(), o_ref.float(), rtol=rtol, atol=atol)
-    rtol, atol = tolerance(family, s_early.dtype)
-    torch.testing.assert_close(s_early.float(), s_ref.float(), rtol=rtol, atol=atol)
+    _assert_matches_reference(case, kw, name, s_early, o_early)
 
 
 @pytest.mark.parametrize("dtypes", DTYPES)
@@ -108,14 +110,7 @@ def test_the_switch_reaches_the_kernel_only_under_pdl(monkeypatch, state_dtype, 
     interpreter, MAMBALAB_PDL=0) the launch is the plain one."""
     if DEVICE.type != "cuda" and state_dtype != torch.float32:
         pytest.skip("bf16 runs on the GPU only")
-    seen = []
-    launch = ssu.sanitizer.launch
-
-    def spy(kernel, grid, *args, **kwargs):
-        seen.append(kwargs)
-        return launch(kernel, grid, *args, **kwargs)
-
-    monkeypatch.setattr(ssu.sanitizer, "launch", spy)
+    seen = spy_launches(monkeypatch, ssu)
     case = make_case(5, rows=rows, nheads=nheads, dim=16, dstate=16, slots=rows + 1, tied=tied,
                      dtypes=(state_dtype, state_dtype))
     idx = torch.arange(1, rows + 1, dtype=torch.int32, device=DEVICE)
@@ -141,14 +136,7 @@ def test_the_l2_hint_gives_the_same_bytes_and_needs_the_promise(monkeypatch, nam
     (an L2 hint for the initial state's tile before PDL's wait: ``mamba_ssm.PREFETCH_STATE``, and
     ``PREFETCH_STATE_MULTI_TOKEN`` forced on here); fp32 does not. Same bytes as the launch without the promise,
     the slots not written untouched, the reference within tolerance."""
-    seen = []
-    launch = ssu.sanitizer.launch
-
-    def spy(kernel, grid, *args, **kwargs):
-        seen.append(kwargs)
-        return launch(kernel, grid, *args, **kwargs)
-
-    monkeypatch.setattr(ssu.sanitizer, "launch", spy)
+    seen = spy_launches(monkeypatch, ssu)
     monkeypatch.setattr(ssu, "EARLY_STATE_MAX_REQUEST_HEADS", 0)
     monkeypatch.setattr(ssu, "EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN", 0)
     monkeypatch.setattr(ssu, "PREFETCH_STATE_MULTI_TOKEN", {2: (2, 1, 1 << 30)})
@@ -163,11 +151,4 @@ def test_the_l2_hint_gives_the_same_bytes_and_needs_the_promise(monkeypatch, nam
         assert "PREFETCH" not in seen[1]
     assert torch.equal(o_hint, o_wait) and torch.equal(s_hint, s_wait)
     assert_untouched(case.state, s_hint, written)
-    s_ref = same_layout_copy(case.state)
-    o_ref = poison_(torch.empty_like(o_hint))
-    selective_state_update_ref(s_ref, out=o_ref, **case.kwargs, **kw)
-    family = "ssu_spec" if "spec" in name else "ssu"
-    rtol, atol = tolerance(family, o_hint.dtype)
-    torch.testing.assert_close(o_hint.float(), o_ref.float(), rtol=rtol, atol=atol)
-    rtol, atol = tolerance(family, s_hint.dtype)
-    torch.testing.assert_close(s_hint.float(), s_ref.float(), rtol=rtol, atol=atol)
+    _assert_matches_reference(case, kw, name, s_hint, o_hint)

@@ -106,3 +106,18 @@ __all__ = [
     "touched_slots",
     "assert_untouched",
 ]
+
+
+def spy_launches(monkeypatch, module) -> list[dict]:
+    """Record the keyword arguments (constexprs, launch options) of every launch ``module`` makes through
+    ``module.sanitizer.launch`` while ``monkeypatch`` is active, with the kernel under ``"kernel"``; the
+    launches still run."""
+    seen: list[dict] = []
+    real = module.sanitizer.launch
+
+    def spy(kernel, grid, *args, **kwargs):
+        seen.append(dict(kwargs, kernel=kernel))
+        return real(kernel, grid, *args, **kwargs)
+
+    monkeypatch.setattr(module.sanitizer, "launch", spy)
+    return seen
