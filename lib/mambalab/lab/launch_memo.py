@@ -211,8 +211,12 @@ class LaunchMemo:
             result = run()
         if result is not None:
             return result
+        # A fresh output is always kept as written: its bytes before were garbage, which may already have
+        # held what the launch wrote (``torch.empty`` handing out an identical launch's freed buffer).
+        fresh_ptrs = {t.untyped_storage().data_ptr() for t in fresh}
         entry = _Entry([(i, _storage_bytes(t).clone()) for i, (t, b) in enumerate(zip(views, before))
-                        if not torch.equal(_storage_bytes(t), b)], recorded)
+                        if t.untyped_storage().data_ptr() in fresh_ptrs or not torch.equal(_storage_bytes(t), b)],
+                       recorded)
         with self._lock:
             self.misses += 1
             old = self._entries.pop(key, None)
