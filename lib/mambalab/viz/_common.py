@@ -334,7 +334,10 @@ def figure_to_png(fig, dpi: int | None = None) -> bytes:
         engine.execute(fig)
         fig.set_layout_engine(None)
     try:
-        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+        from mambalab.viz import text_memo
+
+        with text_memo.active():  # glyphs drawn again at the same place come from a memo
+            fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     finally:
         if frozen:
             fig.set_layout_engine(engine)

@@ -84,8 +84,11 @@ def _plants_for(key: tuple, make: Callable[[], list]) -> list:
 def _png(fig) -> bytes:
     import matplotlib.pyplot as plt
 
+    from mambalab.viz import text_memo
+
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
+    with text_memo.active():  # glyphs drawn again at the same place come from a memo (viz/text_memo.py)
+        fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
     plt.close(fig)
     return buf.getvalue()
 

@@ -28,6 +28,7 @@ from mambalab.viz.access_map import analyse_access_map
 from mambalab.viz.block_table import analyse_block_table
 from mambalab.viz.metadata import analyse_metadata
 from mambalab.viz.state_pool import analyse_state_pool
+from mambalab.viz import text_memo
 from mambalab.viz.timeline import analyse_timeline
 from mambalab.widgets.snapshot import RankView, StepSnapshot
 
@@ -292,7 +293,8 @@ def render_png(fig: Figure) -> bytes:
         fig.set_layout_engine(None)
     buf = io.BytesIO()
     try:
-        fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None}, pil_kwargs={"compress_level": 1})
+        with text_memo.active():  # glyphs drawn again at the same place come from a memo (viz/text_memo.py)
+            fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None}, pil_kwargs={"compress_level": 1})
     finally:
         if engine is not None and fig.axes:
             fig.set_layout_engine(engine)
