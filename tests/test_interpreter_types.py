@@ -79,7 +79,7 @@ def test_tensors_from_the_memo_equal_triton_s(memos):
         plain = object.__new__(tl.tensor)
         interpreter_types._ORIGINALS["tensor"](plain, "h", ty)
         assert _attrs(a) == _attrs(b) == _attrs(plain)
-        assert b.shape is not a.shape
+        assert b.shape is not a.shape and b.shape.values is not a.shape.values  # a tuple of its own
 
 
 def test_computation_type_is_keyed_by_both_types_their_scalar_flags_and_div_or_mod(memos):

@@ -16,8 +16,10 @@ a kernel computes never passes through them (no value, only types and shapes):
   ``tuple_type`` description; ``numel``; ``name``). The first build of a key runs the constructor
   itself, so an invalid shape (not a power of two, too large, a ``constexpr`` or a float in it)
   raises as it does and is never memoised.
-* ``tensor(handle, type)``: the ``tuple_type`` of its ``constexpr`` shape and its ``numel``, keyed by
-  the type's shape integers; a hit builds new ``constexpr`` objects, as the constructor does.
+* ``tensor(handle, type)``: its ``shape`` (a new ``tl.tuple`` of ``constexpr`` objects) and ``numel``,
+  keyed by the type's shape integers; the ``constexpr`` objects and the ``tuple_type`` description are
+  shared between tensors of one shape (Triton never changes a ``constexpr`` after building it: its
+  only assignments are in its constructor; a kernel reads ``x.shape[i]``, it cannot assign to it).
 * ``computation_type_impl(a, a_is_scalar, b, b_is_scalar, div_or_mod)``, a pure function of two
   plain dtypes (pointer and other types are not memoised), keyed by the dtypes' identity (kept
   alive): a hit returns what the first call returned, the same object where that was a constant
@@ -42,7 +44,7 @@ from typing import Any
 
 _ORIGINALS: dict[str, Any] = {}
 _BLOCK: dict[tuple, tuple] = {}   # (id(element_ty), *shape) -> (element_ty, tuple_type, numel, name)
-_SHAPE: dict[tuple, tuple] = {}   # shape ints -> (tuple_type of the constexpr shape, numel)
+_SHAPE: dict[tuple, tuple] = {}   # shape ints -> (tuple_type of the constexpr shape, numel, shape constexprs)
 _COMPUTATION: dict[tuple, tuple] = {}  # (id(a), a_is_scalar, id(b), b_is_scalar, div_or_mod) -> (a, b, answer)
 _MAX_ENTRIES = 4096  # the memos are emptied past this many keys (the dtypes they keep alive are few)
 _TL: Any = None
@@ -85,14 +87,13 @@ def _tensor_init(self, handle, type):  # noqa: A002 - Triton's parameter name
         if all(_builtin_type(v) is int for v in vals):
             if len(_SHAPE) > _MAX_ENTRIES:
                 _SHAPE.clear()
-            _SHAPE[vals] = (self.shape.type, self.numel.value)
+            _SHAPE[vals] = (self.shape.type, self.numel, list(self.shape.values))
         return
-    tl = _TL
     self.handle = handle
-    self.numel = tl.constexpr(got[1])
+    self.numel = got[1]
     self.type = type
     self.dtype = type.scalar
-    self.shape = tl.tuple([tl.constexpr(s) for s in vals], got[0])
+    self.shape = _TL.tuple(list(got[2]), got[0])
 
 
 def _computation_type_impl(self, a_ty, a_is_scalar, b_ty, b_is_scalar, div_or_mod):
