@@ -207,3 +207,32 @@ def test_a_replay_runs_the_same_with_and_without_the_memo():
         launch_memo.MEMO = old
     assert first == plain and second == plain and not plain[1]  # the bug shows, the same way
     assert m.hits - hits > 100 and m.misses == misses  # the second replay: every launch served
+
+
+def test_the_first_launch_of_a_kernel_module_is_served_on_its_repeat(memo, tmp_path, monkeypatch):
+    """Triton's interpreter adds its helpers (``GridExecutor``, ``InterpretedFunction``, ...) to a kernel's
+    module at that module's first launch; the entry is stored under the code as the run left it, so the
+    repeat is a hit (it was a miss when the first launch of a test's worker was this one)."""
+    import importlib
+    import textwrap
+    import uuid
+
+    name = f"_memo_fresh_kernels_{uuid.uuid4().hex}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent("""
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def double(x_ptr, o_ptr, N: tl.constexpr):
+            offs = tl.arange(0, N)
+            tl.store(o_ptr + offs, 2 * tl.load(x_ptr + offs))
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module(name)
+    x = torch.randn(8, generator=torch.Generator().manual_seed(3))
+    outs = [torch.zeros(8), torch.zeros(8)]
+    for out in outs:
+        sanitizer.launch(mod.double, (1,), x, out, N=8)
+    assert (memo.misses, memo.hits) == (1, 1)
+    assert torch.equal(outs[0], 2 * x) and torch.equal(outs[1], 2 * x)

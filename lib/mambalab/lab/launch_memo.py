@@ -78,12 +78,15 @@ def _code_key(fn: Any) -> tuple[str, ...]:
     """The identity of every callable and the value of every plain constant of :func:`_modules`.
 
     A module's digest is recomputed only when one of its values is another object than when it was
-    last digested (a plant, a monkeypatch); the ids in it are pinned (``cuda_graph._pinned_id``)."""
+    last digested (a plant, a monkeypatch); the ids in it are pinned (``cuda_graph._pinned_id``).
+    Submodules are left out: a package gains one as an attribute when it is first imported (the
+    interpreter's first launch imports ``triton.experimental``), which changes no code a kernel runs."""
     from mambalab.worker.cuda_graph import _pinned_id
 
     out = []
     for name, mod in _modules(fn):
-        names, values = tuple(vars(mod)), tuple(vars(mod).values())
+        attrs = [(a, v) for a, v in vars(mod).items() if not isinstance(v, types.ModuleType)]
+        names, values = tuple(a for a, _ in attrs), tuple(v for _, v in attrs)
         known = _CODE.get(name)
         if known is None or known[0][0] != names or any(map(operator.is_not, known[0][1], values)):
             items = [(a, v if isinstance(v, (bool, int, float, str)) else _pinned_id(v) if callable(v) else None)
@@ -91,6 +94,11 @@ def _code_key(fn: Any) -> tuple[str, ...]:
             known = _CODE[name] = ((names, values), hashlib.blake2b(repr(items).encode(), digest_size=12).hexdigest())
         out.append(known[1])
     return tuple(out)
+
+
+def _with_code(stem: bytes, fn: Any) -> str:
+    """A launch's key: the digest of its inputs (``stem``) joined with :func:`_code_key` as the code is now."""
+    return hashlib.blake2b(stem + repr(_code_key(fn)).encode(), digest_size=20).hexdigest()
 
 
 def _overflow_asserts() -> Any:
@@ -165,14 +173,14 @@ class LaunchMemo:
         if any(t.device.type != "cpu" for t in storages.values()):
             return None
         h = hashlib.blake2b(digest_size=20)
-        fn = sanitizer._python_fn(kernel)
-        h.update(repr((_pinned_id(kernel), repr(grid), leaves, label, _code_key(fn), sanitizer.is_active(),
+        h.update(repr((_pinned_id(kernel), repr(grid), leaves, label, sanitizer.is_active(),
                        _overflow_asserts())).encode())
         views = list(storages.values())
         skip = {t.untyped_storage().data_ptr() for t in fresh}
         for t in views:
             h.update(b"fresh" if t.untyped_storage().data_ptr() in skip else _storage_bytes(t).numpy().tobytes())
-        return h.hexdigest(), views
+        stem, fn = h.digest(), sanitizer._python_fn(kernel)
+        return _with_code(stem, fn), views, (stem, fn)
 
     def launch(self, run: Callable[[], Any], kernel: Any, grid: Any, args: tuple, kwargs: dict,
                fresh: tuple = (), label: tuple = ()) -> Any:
@@ -183,7 +191,7 @@ class LaunchMemo:
         keyed = self.key(kernel, grid, args, kwargs, fresh, label) if self.enabled else None
         if keyed is None:
             return run()
-        key, views = keyed
+        key, views, (stem, fn) = keyed
         logs = sanitizer._LOGS.get()
         with self._lock:
             entry = self._entries.get(key)
@@ -217,6 +225,9 @@ class LaunchMemo:
         entry = _Entry([(i, _storage_bytes(t).clone()) for i, (t, b) in enumerate(zip(views, before))
                         if t.untyped_storage().data_ptr() in fresh_ptrs or not torch.equal(_storage_bytes(t), b)],
                        recorded)
+        # Stored under the code as the run left it: a kernel's first interpreted launch adds Triton's helpers
+        # (GridExecutor, InterpretedFunction, ...) to the kernel's module, which every later launch then sees.
+        key = _with_code(stem, fn)
         with self._lock:
             self.misses += 1
             old = self._entries.pop(key, None)
