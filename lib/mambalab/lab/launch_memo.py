@@ -56,7 +56,7 @@ _PLAIN = (bool, int, float, str, type(None), torch.dtype)
 
 
 _MODULES: dict[str | None, tuple[int, tuple]] = {}  # a kernel's module -> (len(sys.modules), modules)
-_CODE: dict[str, tuple[tuple, str]] = {}  # module -> (its values when digested, the digest)
+_CODE: dict[str, tuple] = {}  # module -> (its values when digested, the digest, its whole namespace's names, values)
 
 
 def _modules(fn: Any) -> tuple:
@@ -85,13 +85,20 @@ def _code_key(fn: Any) -> tuple[str, ...]:
 
     out = []
     for name, mod in _modules(fn):
-        attrs = [(a, v) for a, v in vars(mod).items() if not isinstance(v, types.ModuleType)]
-        names, values = tuple(a for a, _ in attrs), tuple(v for _, v in attrs)
+        d = vars(mod)
         known = _CODE.get(name)
+        # The module's namespace as it was at the last digest, whole (submodules included): where every
+        # name and every value is the same object, so is the digest (checked in C, no list built).
+        if known is not None and known[2] == tuple(d) and not any(map(operator.is_not, known[3], d.values())):
+            out.append(known[1])
+            continue
+        attrs = [(a, v) for a, v in d.items() if not isinstance(v, types.ModuleType)]
+        names, values = tuple(a for a, _ in attrs), tuple(v for _, v in attrs)
         if known is None or known[0][0] != names or any(map(operator.is_not, known[0][1], values)):
             items = [(a, v if isinstance(v, (bool, int, float, str)) else _pinned_id(v) if callable(v) else None)
                      for a, v in zip(names, values)]
-            known = _CODE[name] = ((names, values), hashlib.blake2b(repr(items).encode(), digest_size=12).hexdigest())
+            known = ((names, values), hashlib.blake2b(repr(items).encode(), digest_size=12).hexdigest())
+        _CODE[name] = (known[0], known[1], tuple(d), tuple(d.values()))
         out.append(known[1])
     return tuple(out)
 
