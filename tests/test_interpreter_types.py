@@ -168,3 +168,56 @@ def test_an_engine_replay_is_the_same_with_the_memos_and_without(monkeypatch):
         verdict, records = run_workload(guard_lt_zero(1), BugConfig())
         runs.append((verdict.summary(), [repr(r) for r in records]))
     assert runs[0] == runs[1]
+
+
+def _handle_tensor(data, ty, block_shape=None):
+    import numpy as np
+    from triton.runtime.interpreter import TensorHandle
+
+    arr = np.full(block_shape or (1,), data, dtype=np.uint64 if isinstance(ty, tl.pointer_type) else
+                  {tl.float32: np.float32, tl.int32: np.int32, tl.float16: np.float16}[ty])
+    return tl.tensor(TensorHandle(arr, ty), tl.block_type(ty, list(block_shape)) if block_shape else ty)
+
+
+@pytest.mark.parametrize("scalar_ty,block_ty", [(tl.float32, tl.float16), (tl.int32, tl.float32),
+                                                (tl.pointer_type(tl.float32), tl.int32)])
+@pytest.mark.parametrize("block_first", [True, False])
+def test_a_splat_from_the_memo_equals_triton_s(memos, scalar_ty, block_ty, block_first):
+    """Block with scalar (either side): the splat skips lowering the block type to IR, and builds what
+    Triton builds (type attribute by attribute, the handle's bytes and dtype)."""
+    import numpy as np
+
+    assert interpreter_types._SPLAT_READS_SHAPE_ONLY
+    sem = memos
+    block = _handle_tensor(2, block_ty, (2, 4))
+    scalar = _handle_tensor(7, scalar_ty)
+    args = (block, scalar) if block_first else (scalar, block)
+    ours = sem.broadcast_impl_value(*args)
+    theirs = interpreter_types._ORIGINALS["broadcast"](sem, *args)
+    for a, b in zip(ours, theirs):
+        assert _attrs(a.type) == _attrs(b.type)
+        assert a.handle.dtype is b.handle.dtype
+        assert a.handle.data.dtype == b.handle.data.dtype and np.array_equal(a.handle.data, b.handle.data)
+
+
+def test_a_splat_to_a_type_triton_cannot_lower_still_raises(memos, monkeypatch):
+    """Lowering is skipped only for a scalar type lowered once before: one that raises, raises every time."""
+    sem = memos
+    interpreter_types._LOWERED.clear()
+
+    def refuse(self, builder):
+        raise RuntimeError("cannot lower")
+
+    monkeypatch.setattr(tl.block_type, "to_ir", refuse)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="cannot lower"):
+            sem.broadcast_impl_value(_handle_tensor(2, tl.float32, (2, 4)), _handle_tensor(7, tl.int32))
+
+
+def test_a_create_splat_that_reads_more_than_the_shape_gets_triton_s_path(monkeypatch):
+    from triton.runtime import interpreter as interp
+
+    assert interpreter_types._create_splat_reads_shape_only(interp.interpreter_semantic)
+    monkeypatch.setattr(type(interp.interpreter_builder), "create_splat",
+                        lambda self, ret_ty, arg: (ret_ty.shape, ret_ty.element_ty))
+    assert not interpreter_types._create_splat_reads_shape_only(interp.interpreter_semantic)

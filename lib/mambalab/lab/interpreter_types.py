@@ -26,8 +26,10 @@ a kernel computes never passes through them (no value, only types and shapes):
   (``tl.float32``) and the same argument (``a`` or ``b``) where it returned one of them; a call
   that raised is not memoised.
 * ``broadcast_impl_value(lhs, rhs)`` answers at once where Triton's answer is "both unchanged": two
-  scalars, or two blocks of identical shape; every other case (a splat, a broadcast, a rank
-  change, an error) runs Triton's own code.
+  scalars, or two blocks of identical shape; a block with a scalar (either side) is Triton's splat
+  without lowering the block type to IR for the builder's ``create_splat``, which reads only its
+  shape (checked at install; a scalar type is lowered once, so one Triton cannot lower still
+  raises); every other case (a broadcast, a rank change, an error) runs Triton's own code.
 
 Only the interpreter's own semantic object (``interpreter.interpreter_semantic``) gets the last two,
 as instance attributes; the compiler's ``TritonSemantic`` is untouched. Equality with Triton's own
@@ -46,6 +48,10 @@ _ORIGINALS: dict[str, Any] = {}
 _BLOCK: dict[tuple, tuple] = {}   # (id(element_ty), *shape) -> (element_ty, tuple_type, numel, name)
 _SHAPE: dict[tuple, tuple] = {}   # shape ints -> (tuple_type of the constexpr shape, numel, shape constexprs)
 _COMPUTATION: dict[tuple, tuple] = {}  # (id(a), a_is_scalar, id(b), b_is_scalar, div_or_mod) -> (a, b, answer)
+_LOWERED: dict[int, Any] = {}    # id(scalar type) -> the type, once block_type(type, ...).to_ir succeeded
+_SCALAR_TYPES: tuple = ()        # (tl.dtype, tl.pointer_type), bound at install
+_SPLAT_READS_SHAPE_ONLY = False  # the interpreter builder's create_splat reads only ret_ty.shape (install)
+_SPLAT_CHECKED: dict[int, tuple] = {}  # id(create_splat) -> (it, whether it reads only ret_ty.shape)
 _MAX_ENTRIES = 4096  # the memos are emptied past this many keys (the dtypes they keep alive are few)
 _TL: Any = None
 _SEMANTIC: Any = None
@@ -125,7 +131,44 @@ def _broadcast_impl_value(self, lhs, rhs):
     if (_builtin_type(lt) is block and _builtin_type(rt) is block and _builtin_type(lt.shape) is tl_tuple
             and _builtin_type(rt.shape) is tl_tuple and lt.shape.values == rt.shape.values):
         return lhs, rhs  # blocks of one shape: nothing to expand or broadcast
+    if _SPLAT_READS_SHAPE_ONLY:
+        if _builtin_type(lt) is block and _builtin_type(rt) in _SCALAR_TYPES:
+            return lhs, _splat(self, rhs, rt, lt)
+        if _builtin_type(rt) is block and _builtin_type(lt) in _SCALAR_TYPES:
+            return _splat(self, lhs, lt, rt), rhs
     return _ORIGINALS["broadcast"](self, lhs, rhs)
+
+
+def _splat(self, value, value_ty, block_ty):
+    """Triton's ``make_shape_compatible(block, scalar)``: ``value`` splat to ``block_ty``'s shape. Triton
+    passes the interpreter builder's ``create_splat`` the block type lowered with ``to_ir``, of which it
+    reads only the shape (checked at install): lowered once per scalar type, so a type Triton cannot
+    lower still raises where Triton raises, the rest is not lowered again."""
+    out_ty = block_ty.with_element_ty(value_ty.scalar)
+    scalar = out_ty.element_ty
+    if _LOWERED.get(id(scalar)) is not scalar:
+        out_ty.to_ir(self.builder)
+        if len(_LOWERED) > _MAX_ENTRIES:
+            _LOWERED.clear()
+        _LOWERED[id(scalar)] = scalar
+    return self.make_tensor(self.builder.create_splat(out_ty, value.handle), out_ty)
+
+
+def _create_splat_reads_shape_only(semantic: Any) -> bool:
+    """Whether the builder's ``create_splat(ret_ty, arg)`` reads nothing of ``ret_ty`` but ``ret_ty.shape``
+    (Triton 3.6-3.9's interpreter: ``shape = ret_ty.shape`` and no other use)."""
+    import inspect
+
+    fn = getattr(_builtin_type(getattr(semantic, "builder", None)), "create_splat", None)
+    known = _SPLAT_CHECKED.get(id(fn))
+    if known is not None and known[0] is fn:
+        return known[1]
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        src = ""
+    _SPLAT_CHECKED[id(fn)] = (fn, src.count("ret_ty") == 2 and "shape = ret_ty.shape" in src)
+    return _SPLAT_CHECKED[id(fn)][1]
 
 
 def install(interp: Any) -> None:
@@ -141,6 +184,9 @@ def install(interp: Any) -> None:
                                    for n in ("computation_type_impl", "broadcast_impl_value")):
         return
     _TL, _SEMANTIC = tl, semantic
+    global _SCALAR_TYPES, _SPLAT_READS_SHAPE_ONLY
+    _SCALAR_TYPES = (tl.dtype, tl.pointer_type)
+    _SPLAT_READS_SHAPE_ONLY = _create_splat_reads_shape_only(semantic)
     _ORIGINALS["block_type"] = tl.block_type.__dict__["__init__"]
     _ORIGINALS["tensor"] = tl.tensor.__dict__["__init__"]
     _ORIGINALS["computation"] = cls.computation_type_impl
