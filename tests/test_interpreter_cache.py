@@ -70,3 +70,26 @@ def test_a_rebound_language_falls_back_to_the_interpreter_s_patch(monkeypatch):
     assert torch.equal(y, torch.arange(8, dtype=torch.float32) * 2)
     monkeypatch.undo()
     assert tl.sum is orig_sum
+
+
+def test_a_builtin_s_replayed_wrapper_calls_as_the_interpreter_s_lambda():
+    """The replay puts a wrapper without the lambda's dict comprehension: the same call, argument for
+    argument and keyword for keyword in the same order, ``_semantic`` always the interpreter's, last."""
+    from triton.runtime import interpreter as interp
+
+    interpreter_cache._INTERP = interp
+    code = interpreter_cache._patch_attr_lambda()
+    assert code is not None, "the interpreter's wrapper has the expected shape"
+    member = lambda *a, **k: (a, list(k.items()))  # noqa: E731
+    scope = interp._LangPatchScope()
+    holder = type("holder", (), {})
+    interp._patch_attr(holder, "f", member, None, scope)
+    theirs = holder.f
+    ours = interpreter_cache._builtin_call(theirs, code)
+    assert ours is not theirs
+    other = lambda *a, **k: ("other", a, list(k.items()))  # noqa: E731
+    for args, kwargs in [((), {}), ((1, 2), {}), ((1,), {"axis": 0, "_semantic": "mine", "keep_dims": True}),
+                         ((), {"_semantic": None}), ((3,), {"member": other, "x": 1})]:
+        assert ours(*args, **dict(kwargs)) == theirs(*args, **dict(kwargs))
+    assert ours(1, axis=0)[1][-1] == ("_semantic", interp.interpreter_semantic)
+    assert interpreter_cache._builtin_call(member, code) is member  # anything else is put as it is

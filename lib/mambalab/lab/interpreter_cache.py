@@ -19,7 +19,13 @@ over, independently of what the kernel computes:
   scalar type (a block's element type; every pointer is ``uint64``), so it is
   memoised by that.
 
-Neither changes what a kernel computes or what the sanitizer sees: the kernels
+* Every builtin of the language is wrapped by ``_patch_attr`` in a lambda that
+  builds a filtered copy of its keyword arguments (a dict comprehension) on
+  every call, tens of thousands per toggle. The replayed patch puts a wrapper
+  making the same call (``_builtin_call``: ``_semantic`` taken out of the fresh
+  ``kwargs`` and put last), only where the lambda has the expected shape.
+
+None of these changes what a kernel computes or what the sanitizer sees: the kernels
 are the same Triton functions and run through the same interpreter code. Both
 are installed and removed together with the sanitizer's hooks (only while a
 sanitized launch runs), and each is installed only where the interpreter has
@@ -106,6 +112,7 @@ def _record(scope: Any) -> list[tuple[Any, str, Any, Any]] | None:
             return None
         obj, name, original = change
         out.append((obj, name, original, None))
+    lambda_code = _patch_attr_lambda()
     # the values put: replay the scope's assignments' results, read back in order
     current: dict[tuple[int, str], Any] = {}
     for i in range(len(out) - 1, -1, -1):
@@ -114,7 +121,64 @@ def _record(scope: Any) -> list[tuple[Any, str, Any, Any]] | None:
         put = current.get(key, getattr(obj, name, None))
         out[i] = (obj, name, original, put)
         current[key] = original
+    # a builtin's wrapper put by the patch, replaced by the same call (``_builtin_call``), also where a
+    # later assignment of this patch finds it (``static_assert``: wrapped, then replaced)
+    replaced: dict[tuple[int, str], tuple[Any, Any]] = {}
+    for i, (obj, name, original, put) in enumerate(out):
+        key = (id(obj), name)
+        was = replaced.pop(key, None)
+        if was is not None and original is was[0]:
+            original = was[1]
+        fast = _builtin_call(put, lambda_code)
+        if fast is not put:
+            replaced[key] = (put, fast)
+        out[i] = (obj, name, original, fast)
     return out
+
+
+def _patch_attr_lambda() -> Any:
+    """The code of the wrapper ``_patch_attr`` puts around every builtin (``lambda *args, member=member,
+    **kwargs: member(*args, **{k: v for k, v in kwargs.items() if k != "_semantic"},
+    _semantic=interpreter_semantic)``), where the interpreter has that shape; else ``None``."""
+    fn = getattr(_INTERP, "_patch_attr", None)
+    if fn is None:
+        return None
+    if _LAMBDA.get("fn") is not fn:
+        try:
+            src = inspect.getsource(fn)
+        except (OSError, TypeError):
+            src = ""
+        codes = [c for c in fn.__code__.co_consts if getattr(c, "co_name", None) == "<lambda>"]
+        flat = "".join(src.split())
+        shaped = (len(codes) == 1 and codes[0].co_kwonlyargcount == 1 and "member" in codes[0].co_varnames
+                  and 'lambda*args,member=member,**kwargs:(member(*args,**{k:v' in flat
+                  and 'ifk!="_semantic"},_semantic=interpreter_semantic))' in flat)
+        _LAMBDA.update(fn=fn, code=codes[0] if shaped else None)
+    return _LAMBDA["code"]
+
+
+_LAMBDA: dict[str, Any] = {}
+_CALLS: dict[int, tuple[Any, Any]] = {}  # id(builtin) -> (it, its wrapper without the dict comprehension)
+
+
+def _builtin_call(put: Any, lambda_code: Any) -> Any:
+    """``put``, or where it is the interpreter's wrapper around a builtin, the same call without building
+    a filtered copy of the keyword arguments: ``_semantic`` taken out of the (fresh) ``kwargs`` and put
+    last, the interpreter's semantic looked up in its module at each call, as the lambda does."""
+    if lambda_code is None or getattr(put, "__code__", None) is not lambda_code:
+        return put
+    member = (put.__kwdefaults__ or {}).get("member")
+    got = _CALLS.get(id(member))
+    if got is None or got[0] is not member:
+        module = vars(_INTERP)
+
+        def call(*args, member=member, **kwargs):
+            kwargs.pop("_semantic", None)
+            kwargs["_semantic"] = module["interpreter_semantic"]
+            return member(*args, **kwargs)
+
+        got = _CALLS[id(member)] = (member, call)
+    return got[1]
 
 
 def _replay(recorded: list[tuple[Any, str, Any, Any]]) -> Any:
