@@ -268,6 +268,41 @@ class GuardGrid(_Grid):
     rows, cols = PADS, {k: v[0] for k, v in GUARDS.items()}
     row_label, col_label = "pad value", "kernel guard"
 
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(seed)
+        self.references_ahead()
+
+    def references_ahead(self) -> int:
+        """Part of the build: the per-request references of the scenario, which every combination that does
+        not fault is judged against (the first such toggle would otherwise compute them, ~65 ms on the
+        clock of a click). Every combination runs the same workload on the same model (the plants and the
+        pad value change the engine, never the model), and ``judge`` asks the reference memo for them by
+        the model's content outside the plants, so the model is built here as the engine builds it and the
+        memo answers the toggles. Returns how many requests' references were computed now."""
+        from types import SimpleNamespace
+
+        from mambalab.lab.reference import model_key, reference_final_state, reference_memoised, reference_output
+        from mambalab.model.tiny_hybrid import TinyHybridConfig, TinyHybridModel
+
+        if DEVICE_TYPE != "cpu":
+            return 0
+        workload = guard_lt_zero(self.seed)
+        cfg, rc = workload.cfg, workload.cfg.runner
+        model = TinyHybridModel(TinyHybridConfig(num_speculative_tokens=rc.num_speculative_tokens,
+                                                 seed=cfg.model_seed))
+        engine, key, done = SimpleNamespace(model=model, cfg=cfg), model_key(model), 0
+        for step in sorted(workload.events):
+            for ev in workload.events[step]:
+                prompt = list(getattr(ev, "prompt", ()))
+                if not prompt or not hasattr(ev, "max_tokens") or reference_memoised(engine, prompt,
+                                                                                     ev.max_tokens, key):
+                    continue
+                ref = reference_output(engine, prompt, ev.max_tokens, key)
+                if ref:  # the final state judge compares a kept state with, where the request matches
+                    reference_final_state(engine, prompt + ref[:-1], key)
+                done += 1
+        return done
+
     def run_verdict(self, pad, guard) -> Verdict:
         from mambalab.workbook.fix_it import guard_plants, run_workload_planted
 
