@@ -269,8 +269,35 @@ class GuardGrid(_Grid):
     row_label, col_label = "pad value", "kernel guard"
 
     def __init__(self, seed: int = 0) -> None:
+        self._maps: dict[tuple, tuple[bytes, str]] = {}
         super().__init__(seed)
         self.references_ahead()
+        self.maps_ahead()
+
+    def maps_ahead(self) -> None:
+        """Part of the build: every combination's drawing (one SSU launch over indices [3, 5, 2, pad] with the
+        guard planted, and its access map: 8 launches, 3 distinct pictures). A drawing depends on the pad
+        value and the guard only, never on the engine's run, so a toggle then waits for its run alone."""
+        for pad in self.rows:
+            for guard in self.cols:
+                self._map(pad, guard)
+
+    def _map(self, pad, guard) -> tuple[bytes | None, str]:
+        """The combination's drawing (PNG) and its note: what one SSU launch did to the pool."""
+        from mambalab.workbook.fix_it import guard_plants, planted
+        from mambalab.workbook.kernel_launch import launch_ssu
+
+        if DEVICE_TYPE != "cpu":
+            return None, "The guard is planted as Python inside the kernels: run with MAMBALAB_DEVICE=cpu."
+        if (pad, guard) not in self._maps:
+            bugs = BugConfig.with_bugs("pad-minus-one") if pad == -1 else BugConfig()
+            plants = _plants_for(("guard", guard), lambda: guard_plants(GUARDS[guard][1]))
+            with planted(plants), without_overflow_asserts():  # as the engine runs its kernels (nothing overflows)
+                launch = launch_ssu([3, 5, 2, pad], bugs)
+            note = ("one SSU launch: " + ("illegal access before the pool" if launch.error is not None else
+                    "null block 0 " + ("written" if not bool((launch.state[0] == 0).all()) else "untouched")))
+            self._maps[(pad, guard)] = (_access_map_png(launch), note)
+        return self._maps[(pad, guard)]
 
     def references_ahead(self) -> int:
         """Part of the build: the per-request references of the scenario, which every combination that does
@@ -313,21 +340,16 @@ class GuardGrid(_Grid):
         return run_workload_planted(guard_lt_zero(self.seed), bugs, plants)[0]
 
     def run_units(self, pad, guard):
-        from mambalab.workbook.fix_it import guard_plants, planted, run_workload_planted_units
-        from mambalab.workbook.kernel_launch import launch_ssu
+        from mambalab.workbook.fix_it import guard_plants, run_workload_planted_units
 
         if DEVICE_TYPE != "cpu":
             v = Verdict(ok=False, notes=["needs Triton's interpreter"])
-            return v, None, "The guard is planted as Python inside the kernels: run with MAMBALAB_DEVICE=cpu."
+            return v, *self._map(pad, guard)
         bugs = BugConfig.with_bugs("pad-minus-one") if pad == -1 else BugConfig()
         plants = _plants_for(("guard", guard), lambda: guard_plants(GUARDS[guard][1]))
         verdict, _ = yield from run_workload_planted_units(guard_lt_zero(self.seed), bugs, plants)
         yield
-        with planted(plants), without_overflow_asserts():  # as the engine runs its kernels (nothing overflows)
-            launch = launch_ssu([3, 5, 2, pad], bugs)
-        note = ("one SSU launch: " + ("illegal access before the pool" if launch.error is not None else
-                "null block 0 " + ("written" if not bool((launch.state[0] == 0).all()) else "untouched")))
-        return verdict, _access_map_png(launch), note
+        return verdict, *self._map(pad, guard)
 
 
 class ClearRowGrid(_Grid):
