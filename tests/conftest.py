@@ -90,6 +90,18 @@ def no_launch_memo():
         yield
 
 
+@pytest.fixture
+def memo(monkeypatch):
+    """A fresh launch memo (``lab/launch_memo.py``) in place of the process's one, on even where the environment
+    turns it off (the memo's own tests)."""
+    from mambalab.lab import launch_memo
+
+    m = launch_memo.LaunchMemo()
+    m.enabled = True
+    monkeypatch.setattr(launch_memo, "MEMO", m)
+    return m
+
+
 @pytest.fixture(autouse=True)
 def _seed_everything():
     random.seed(0)

@@ -28,15 +28,6 @@ def _inputs(seed=0):
     return torch.randn(8, generator=g), torch.randn(4, 8, generator=g), torch.tensor([2])
 
 
-@pytest.fixture
-def memo(monkeypatch):
-    """A fresh memo in place of the process's one, on even where the environment turns it off."""
-    m = LaunchMemo()
-    m.enabled = True
-    monkeypatch.setattr(launch_memo, "MEMO", m)
-    return m
-
-
 def _launch(x, y, idx, a=0.5):
     sanitizer.launch(_axpy, (1,), x, y, idx, a, N=8)
     return y

@@ -8,19 +8,9 @@ import torch
 import triton
 import triton.language as tl
 
-from mambalab.lab import launch_memo, sanitizer
-from mambalab.lab.launch_memo import LaunchMemo
+from mambalab.lab import sanitizer
 
 pytestmark = pytest.mark.cpu_only(reason="the memo serves Triton's interpreter only")
-
-
-@pytest.fixture
-def memo(monkeypatch):
-    """A fresh memo in place of the process's one, on even where the environment turns it off."""
-    m = LaunchMemo()
-    m.enabled = True
-    monkeypatch.setattr(launch_memo, "MEMO", m)
-    return m
 
 
 @triton.jit
