@@ -38,7 +38,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from mambalab.lab import interpreter_types
+from mambalab.lab import interpreter_args, interpreter_types
 
 _ORIGINALS: dict[str, Any] = {}
 _INTERP: Any = None
@@ -273,6 +273,7 @@ def install(interp: Any) -> None:
         _ORIGINALS[name] = getattr(interp, name)
         setattr(interp, name, hook)
     interpreter_types.install(interp)  # Triton's type bookkeeping from memos (lab/interpreter_types.py)
+    interpreter_args.install(interp)   # a launch's argument binding from memos (lab/interpreter_args.py)
 
 
 def uninstall() -> None:
@@ -280,6 +281,7 @@ def uninstall() -> None:
     interp = _INTERP
     _PATCHED.clear()
     interpreter_types.uninstall()
+    interpreter_args.uninstall()
     if interp is None:
         return
     for name, original in list(_ORIGINALS.items()):
@@ -290,6 +292,6 @@ def uninstall() -> None:
 def installed() -> bool:
     """True while any of these hooks is in the interpreter."""
     if _INTERP is None:
-        return interpreter_types.installed()
+        return interpreter_types.installed() or interpreter_args.installed()
     return (any(getattr(_INTERP, n, None) is h for n, h in _HOOKS.items())
-            or interpreter_types.installed())
+            or interpreter_types.installed() or interpreter_args.installed())
