@@ -137,6 +137,12 @@ class EngineDidNotFinish(RuntimeError):
         super().__init__(f"the workload did not finish within {max_steps} steps")
 
 
+def build_model(cfg: EngineConfig, device: torch.device | str | None = None) -> TinyHybridModel:
+    """The model an engine of ``cfg`` builds for itself (its seed, its speculative tokens)."""
+    return TinyHybridModel(TinyHybridConfig(num_speculative_tokens=cfg.runner.num_speculative_tokens,
+                                            seed=cfg.model_seed), device=device)
+
+
 class Engine:
     """All DP ranks in this process (default), or only ``dp_ranks`` (one per process in
     ``mambalab.engine.dp_launcher``; ``device``: where this process's model and pools live)."""
@@ -153,9 +159,7 @@ class Engine:
         if not dp_ranks or any(not 0 <= i < self.cfg.data_parallel_size for i in dp_ranks):
             raise ValueError(f"dp_ranks {dp_ranks} must be a non-empty subset of "
                              f"[0, {self.cfg.data_parallel_size})")
-        self.model = model or TinyHybridModel(
-            TinyHybridConfig(num_speculative_tokens=rc.num_speculative_tokens, seed=self.cfg.model_seed),
-            device=device)
+        self.model = model or build_model(self.cfg, device)
         self.drafter = (OracleDrafter(self.model, rc.num_speculative_tokens, self.cfg.acceptance,
                                       self.cfg.drafter_seed) if rc.num_speculative_tokens else None)
         # the ranks' CUDA-graph captures run the model; their memo keys share one code fingerprint

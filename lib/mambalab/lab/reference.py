@@ -95,6 +95,24 @@ def reference_final_state(engine: Engine, tokens: list[int], model_key: str) -> 
     return {k: v.clone() for k, v in st.items()}
 
 
+def reference_jobs(engine: Engine, workload, model_key: str):
+    """One call per request of ``workload`` whose reference is not memoised yet: it computes the reference and,
+    where there is one, the reference's final state after it (what :func:`judge` compares a kept final state
+    with, when the request matches its reference). Work to do ahead of a verdict (idle time, a panel's build)."""
+    for step in sorted(workload.events):
+        for ev in workload.events[step]:
+            prompt = list(getattr(ev, "prompt", ()))
+            if prompt and hasattr(ev, "max_tokens") and not reference_memoised(engine, prompt, ev.max_tokens,
+                                                                                model_key):
+                yield lambda prompt=prompt, n=ev.max_tokens: _reference_and_state(engine, prompt, n, model_key)
+
+
+def _reference_and_state(engine: Engine, prompt: list[int], max_tokens: int, model_key: str) -> None:
+    ref = reference_output(engine, prompt, max_tokens, model_key)
+    if ref:
+        reference_final_state(engine, prompt + ref[:-1], model_key)
+
+
 def judge(engine: Engine, crash: EngineCrash | None = None) -> Verdict:
     """Compare every request's output (and final state, where kept) with its reference."""
     v = Verdict(ok=True, steps=engine.step)
@@ -148,4 +166,5 @@ def run_and_judge(engine: Engine, max_steps: int = 500) -> Verdict:
 
 
 __all__ = ["judge", "run_and_judge", "reference_output", "reference_final_state", "reference_memoised",
+           "reference_jobs",
            "model_key", "clear_reference_memo"]

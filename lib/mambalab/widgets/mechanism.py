@@ -308,26 +308,17 @@ class GuardGrid(_Grid):
         memo answers the toggles. Returns how many requests' references were computed now."""
         from types import SimpleNamespace
 
-        from mambalab.lab.reference import model_key, reference_final_state, reference_memoised, reference_output
-        from mambalab.model.tiny_hybrid import TinyHybridConfig, TinyHybridModel
+        from mambalab.engine.core import build_model
+        from mambalab.lab.reference import model_key, reference_jobs
 
         if DEVICE_TYPE != "cpu":
             return 0
         workload = guard_lt_zero(self.seed)
-        cfg, rc = workload.cfg, workload.cfg.runner
-        model = TinyHybridModel(TinyHybridConfig(num_speculative_tokens=rc.num_speculative_tokens,
-                                                 seed=cfg.model_seed))
-        engine, key, done = SimpleNamespace(model=model, cfg=cfg), model_key(model), 0
-        for step in sorted(workload.events):
-            for ev in workload.events[step]:
-                prompt = list(getattr(ev, "prompt", ()))
-                if not prompt or not hasattr(ev, "max_tokens") or reference_memoised(engine, prompt,
-                                                                                     ev.max_tokens, key):
-                    continue
-                ref = reference_output(engine, prompt, ev.max_tokens, key)
-                if ref:  # the final state judge compares a kept state with, where the request matches
-                    reference_final_state(engine, prompt + ref[:-1], key)
-                done += 1
+        model = build_model(workload.cfg)
+        done = 0
+        for job in reference_jobs(SimpleNamespace(model=model, cfg=workload.cfg), workload, model_key(model)):
+            job()
+            done += 1
         return done
 
     def run_verdict(self, pad, guard) -> Verdict:

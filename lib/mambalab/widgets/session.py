@@ -29,8 +29,7 @@ from typing import Hashable
 
 from mambalab.lab.bugs import BugConfig
 from mambalab.engine.core import Engine, EngineCrash
-from mambalab.lab.reference import (clear_reference_memo, judge, model_key, reference_final_state,
-                                    reference_memoised, reference_output)
+from mambalab.lab.reference import clear_reference_memo, judge, model_key, reference_jobs, reference_output
 from mambalab.lab.sanitizer import AccessLog, recording
 from mambalab.lab.scenarios import ReplayResult, signatures
 from mambalab.lab.step_observer import StepObserver
@@ -145,23 +144,10 @@ class Session:
 
     def reference_jobs(self):
         """One call per request of the workload whose reference is not memoised yet (work for idle time:
-        the steps and the verdict then find them computed)."""
+        the steps and the verdict then find them computed; :func:`mambalab.lab.reference.reference_jobs`)."""
         if self.engine is None:
             return
-        for step in sorted(self.workload.events):
-            for ev in self.workload.events[step]:
-                prompt = list(getattr(ev, "prompt", ()))
-                if not prompt or not hasattr(ev, "max_tokens"):
-                    continue
-                if not reference_memoised(self.engine, prompt, ev.max_tokens, self.model_key):
-                    yield lambda prompt=prompt, ev=ev: self._reference(prompt, ev.max_tokens)
-
-    def _reference(self, prompt: list[int], max_tokens: int) -> None:
-        """A request's reference, and the reference's final state after it (what ``judge`` compares a kept
-        final state with, when the request matches its reference)."""
-        ref = reference_output(self.engine, prompt, max_tokens, self.model_key)
-        if ref:
-            reference_final_state(self.engine, prompt + ref[:-1], self.model_key)
+        yield from reference_jobs(self.engine, self.workload, self.model_key)
 
     def advance_to(self, step: int) -> int:
         """Step until ``step`` is computed or nothing is left; returns the last step computed."""
