@@ -65,6 +65,7 @@ from mambalab.device import INTERPRET
 from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot, prefetch_rows_l2
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_stream import _ssu_stream_kernel, _ssu_token
+from mambalab.kernels.mamba_ssm_untied import _ssu_untied_reqs_kernel, untied_reqs
 from mambalab.kernels.mamba_ssm_ref import prepare_ssu_inputs
 
 KERNEL_NAME = "selective_state_update"
@@ -300,22 +301,19 @@ BLOCK_M_MULTI_TOKEN = {4: 8, 2: 16}
 BLOCK_M_MULTI_TOKEN_SMALL = {4: 8, 2: 16}
 BLOCK_M_MULTI_TOKEN_TINY, MULTI_TOKEN_TINY = {4: 4, 2: 4}, 128
 UNTIED_BLOCK_M = {4: 4, 2: 8}
-# A/dt per element, requests x heads < SMALL_EFFECTIVE_BATCH. fp32 2 rows: chosen on an H200 over 4 / 8
-# (batch 1: 5.25 -> 4.96 us, batch 8: 22.4 -> 23.1, vLLM 4.51 / 21.5); in the recorded bench a trade
-# (batch 1 0.86 -> 0.90x of vLLM, batch 8 0.97 -> 0.93x). bf16 8 rows (2 / 4 / 16 slower).
+# A/dt per element, requests x heads < SMALL_EFFECTIVE_BATCH: fp32 2 rows, chosen on an H200 over 4 / 8 (batch 1
+# 5.25 -> 4.96 us, 8 22.4 -> 23.1, vLLM 4.51 / 21.5; recorded 0.86 -> 0.90x, 0.97 -> 0.93x); bf16 8 (2 / 4 / 16 slower).
 UNTIED_BLOCK_M_SMALL = {4: 2, 2: 8}
 UNTIED_NUM_WARPS = {4: 1, 2: 1}  # warps a program, A/dt per element (not SMALL), by state element size
 BLOCK_M_TIED_FP32_ACTIVATIONS = 8  # fp32 state and activations: 1.02x faster than 16 rows (H200, batch 64-512)
 SMALL_EFFECTIVE_BATCH = 16 * 128  # requests x heads below which fp32 takes the small tile
 NUM_WARPS = 1
-# The early state load (``early_state_load``: indices and state read before PDL's wait), measured on an H200
-# beside vLLM (docs/results/issue14-call15-ab-early.txt, A/B interleaved): a gain only while the launch is a
-# latency-bound chain, so only up to these request x heads (128 heads: batch 4 one token, 8 speculative);
-# A/dt per element: never (even to 0.52x with PDL on the small fp32 tile).
-#   one token, bf16 state: batch 1 1.04 -> 1.60x of vLLM, 2 1.08 -> 1.45x, 4 1.11 -> 1.13x; 8 1.08 -> 1.06x (so not);
-#   one token, fp32 state (with PDL, which the small fp32 tiles otherwise go without): batch 1 0.95 -> 1.14x,
-#   2 1.01 -> 1.08x, 4 0.99 -> 1.01x, 8 0.99 -> 0.93x; from 32: 1.01-1.02x -> 0.98-0.99x;
-#   T = 2, 4 at batch 1: fp32 0.94 / 0.89 -> 1.12 / 0.99x, bf16 0.97 / 0.91 -> 1.15 / 0.97x; batch 8 even or better.
+# The early state load (``early_state_load``: indices and state read before PDL's wait), on an H200 beside vLLM
+# (docs/results/issue14-call15-ab-early.txt, A/B interleaved): a gain only while the launch is a latency-bound
+# chain, so up to these request x heads (128 heads: batch 4 one token, 8 speculative); A/dt per element: never
+# (to 0.52x). One token, bf16: batch 1 1.04 -> 1.60x, 2 1.08 -> 1.45x, 4 1.11 -> 1.13x, 8 1.08 -> 1.06x (not); fp32
+# (with PDL): 1 0.95 -> 1.14x, 2 1.01 -> 1.08x, 4 0.99 -> 1.01x, 8 0.99 -> 0.93x, from 32 1.01-1.02 -> 0.98-0.99x;
+# T = 2, 4 at batch 1: fp32 0.94 / 0.89 -> 1.12 / 0.99x, bf16 0.97 / 0.91 -> 1.15 / 0.97x; batch 8 even or better.
 EARLY_STATE_LOAD = True  # honour early_state_load (False: every launch waits first, as without the promise)
 EARLY_STATE_MAX_REQUEST_HEADS = 4 * 128
 EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN = 8 * 128
@@ -330,11 +328,9 @@ PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer laun
 #   H100: 57-512 1.5-2.5% faster (mode 1: 0.5-1%), batch 8 / 16 1.032 / 1.028 -> 1.062 / 1.036x (mode 1 1.065 /
 #   1.046x); fp32 (H100): 1-3% slower in either mode, so not. The GDN's streaming kernel with it: 1-8% slower.
 PREFETCH_STATE: dict[int, tuple[int, int, int]] = {2: (2, 1, 1 << 30)}
-# Several tokens (call 43, H200, issue14-call43-ab-spec-hint.txt): bf16 T = 3 / 4 at 16-256 0.2-0.9% faster with
-# mode 1 (mode 2 0.3-1.5% slower than 1), T = 2 at 16 1.081 -> 1.106x.
+# Several tokens (call 43, H200, issue14-call43-ab-spec-hint.txt): bf16 T = 3 / 4 at 16-256 0.2-0.9% faster, mode 1.
 PREFETCH_STATE_MULTI_TOKEN: dict[int, tuple[int, int, int]] = {2: (1, 1, 1 << 30)}
-# A/dt per element (call 44, issue14-call44-ab-untied-hint.txt): bf16 batch 8 1.165 -> 1.239x, but 16 / 64 / 512
-# 0.986 / 1.014 / 0.959 -> 0.973 / 0.983 / 0.953x, so up to 8 x 128 request-heads.
+# A/dt per element (call 44, issue14-call44-ab-untied-hint.txt): bf16 batch 8 1.165 -> 1.239x, 16-512 slower.
 PREFETCH_STATE_UNTIED: dict[int, tuple[int, int, int]] = {2: (2, 1, 8 * 128)}
 
 # The streaming kernel (mamba_ssm_stream._ssu_stream_kernel), A/dt per head with indices, keyed by (state
@@ -343,9 +339,8 @@ PREFETCH_STATE_UNTIED: dict[int, tuple[int, int, int]] = {2: (2, 1, 8 * 128)}
 # (docs/results/issue14-call22-ab-stream.txt, call23-ab-stream2.txt; vLLM's time over ours):
 #   bf16, T = 2, 8 x 4 rows, 3 stages: batch 32 1.04 -> 1.06x, 64 1.06 -> 1.08x, 128 1.07 -> 1.10x,
 #   256 1.07 -> 1.11x; 16 even, 8 and 1 slower; so from 32 x 128 request-heads;
-#   bf16 T = 3 / 4, fp32 T = 2-4: slower or even in every shape (1-4 warps), so not;
-#   one token a request (7 shapes, fp32 and bf16, PDL on and off, batch 2-64): slower everywhere (0.74-1.02x
-#   against 1.00-1.45x), so not.
+#   bf16 T = 3 / 4, fp32 T = 2-4: slower or even in every shape (1-4 warps), so not; one token a request (7 shapes,
+#   fp32 and bf16, PDL on and off, batch 2-64): slower everywhere (0.74-1.02x against 1.00-1.45x), so not.
 SSU_STREAM: dict[tuple[int, bool], tuple[int, int, int, int, int, bool, int]] = {
     (2, True): (8, 4, 3, 32 * 128, 1 << 30, False, 1)}
 SSU_STREAM_MAX_TOKENS = 2  # most unrolled tokens (the index row's width)
@@ -535,13 +530,18 @@ def selective_state_update(
         kernel, heads = _ssu_stream_kernel, stream
         pdl = use_pdl(p.state.device) and heads.pop("PDL")
         cfg = LaunchConfig(block_m=stream["RB"], num_warps=heads.pop("WARPS"))
+    reqs = 0 if stream is not None or cfg.block_h > 1 or _override is not None else untied_reqs(
+        p.num_requests, p.nheads, p.state.element_size(), tied=tied, one_token=one_token,
+        dst_is_src=has_idx and p.dst is p.src, on_gpu=_streams_on(p.state.device))
+    if reqs:  # A/dt per element: several requests a program share its A tile (mamba_ssm_untied.py)
+        kernel, heads = _ssu_untied_reqs_kernel, {"REQS": reqs}
     zero2 = (0, 0)
     dtb_s = p.dt_bias.stride() if p.dt_bias is not None else zero2
     D_s = p.D.stride() if p.D is not None else zero2
     z_s = p.z.stride() if p.z is not None else (0, 0, 0)
     src_s = p.src.stride() if has_idx else zero2
     dst_s = p.dst.stride() if has_idx else zero2
-    grid = (triton.cdiv(p.dim, cfg.block_m), p.num_requests, p.nheads // cfg.block_h)
+    grid = (triton.cdiv(p.dim, cfg.block_m), p.num_requests // max(reqs, 1), p.nheads // cfg.block_h)
     if stream is not None:
         grid = (triton.cdiv(p.dim, stream["RB"] * stream["NB"]), p.num_requests, p.nheads)
         early = False  # the streaming kernel waits first

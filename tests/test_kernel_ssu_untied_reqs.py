@@ -1,0 +1,89 @@
+"""The SSU with ``A``/``dt`` per element, several requests a program (``mamba_ssm_untied``): the same bytes as
+the one-request kernel (the arithmetic is shared), the reference within tolerance, padded rows with zero outputs
+and no state traffic, untouched slots bit-identical, and the rule that takes it (a GPU, one token back to its
+own slot, the requests a multiple of ``REQS``). On the CPU the interpreter runs it with the launch forced the way a
+GPU would take it (one head a program)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mambalab.device import DEVICE
+from mambalab.kernels import mamba_ssm as ssu
+from mambalab.kernels import mamba_ssm_untied as untied
+from mambalab.kernels.mamba_ssm import LaunchConfig, selective_state_update
+from mambalab.kernels.mamba_ssm_untied import _ssu_untied_reqs_kernel, untied_reqs
+from mambalab.kernels.testing import assert_untouched, random_slot_indices, spy_launches
+
+from test_kernel_selective_state_update import DTYPES, gen, make_case
+from test_kernel_ssu_early_state import _assert_matches_reference, _run
+
+
+def _gpu_like_launch(monkeypatch, reqs):
+    """One head a program and the rule on, as on a GPU (the interpreter otherwise stacks heads)."""
+    real = ssu.choose_launch_config
+
+    def one_head(*a, **k):
+        cfg = real(*a, **k)
+        return LaunchConfig(block_m=min(cfg.block_m, 4), num_warps=1)  # several row blocks a head, too
+
+    monkeypatch.setattr(ssu, "choose_launch_config", one_head)
+    monkeypatch.setattr(ssu, "_streams_on", lambda device: True)
+    monkeypatch.setattr(untied, "UNTIED_REQS", {4: [(reqs, 1, 1 << 30)], 2: [(reqs, 1, 1 << 30)]} if reqs else {})
+
+
+@pytest.mark.parametrize("dtypes", DTYPES)
+@pytest.mark.parametrize("reqs,rows,nulls", [(2, 6, 2), (4, 8, 3), (3, 9, 0)])
+def test_several_requests_a_program_give_the_same_bytes(monkeypatch, dtypes, reqs, rows, nulls):
+    seed = 100 * reqs + rows
+    case = make_case(seed, rows=rows, dim=8, dstate=16, slots=2 * rows + 2, ngroups=2, dtypes=dtypes)
+    idx = random_slot_indices(rows, case.slots, num_null_rows=nulls, generator=gen(seed + 1)).to(DEVICE)
+    kw = dict(state_batch_indices=idx)
+    written = {int(i) for i in idx.tolist() if int(i) > 0}
+    seen = spy_launches(monkeypatch, ssu)
+    _gpu_like_launch(monkeypatch, 0)
+    s_one, o_one = _run(case, kw, early=False)
+    _gpu_like_launch(monkeypatch, reqs)
+    s_many, o_many = _run(case, kw, early=False)
+    assert seen[0]["kernel"] is not _ssu_untied_reqs_kernel
+    assert seen[1]["kernel"] is _ssu_untied_reqs_kernel and seen[1]["REQS"] == reqs
+    assert torch.equal(o_many, o_one) and torch.equal(s_many, s_one)
+    assert not o_many.isnan().any()
+    null_rows = (idx == 0).nonzero().flatten()
+    assert (o_many[null_rows] == 0).all()  # a padded row: zero outputs
+    assert_untouched(case.state, s_many, written)  # the null block included
+    _assert_matches_reference(case, kw, "one-token-untied", s_many, o_many)
+
+
+def test_the_rule_takes_it_only_where_it_applies(monkeypatch):
+    monkeypatch.setattr(untied, "UNTIED_REQS", {2: [(4, 8 * 128, 64 * 128), (2, 64 * 128 + 1, 1 << 30)]})
+    common = dict(tied=False, one_token=True, dst_is_src=True, on_gpu=True)
+    assert untied_reqs(64, 128, 2, **common) == 4
+    assert untied_reqs(256, 128, 2, **common) == 2  # the second tier
+    assert untied_reqs(4, 128, 2, **common) == 0  # below the first tier
+    assert untied_reqs(66, 128, 2, **common) == 2  # 4 does not divide 66: the next tier that fits
+    assert untied_reqs(63, 128, 2, **common) == 0  # no tier's REQS divides it
+    assert untied_reqs(64, 128, 4, **common) == 0  # no rule for fp32 here
+    for flip in ("tied", "one_token", "dst_is_src", "on_gpu"):
+        assert untied_reqs(64, 128, 2, **{**common, flip: not common[flip]}) == 0, flip
+
+
+def test_the_shipped_rule_is_the_measured_one():
+    assert [untied_reqs(b, 128, 2, tied=False, one_token=True, dst_is_src=True, on_gpu=True)
+            for b in (1, 8, 16, 64, 256, 512)] == [0, 4, 4, 4, 2, 2]
+    assert [untied_reqs(b, 128, 4, tied=False, one_token=True, dst_is_src=True, on_gpu=True)
+            for b in (1, 8, 9, 16, 64)] == [0, 8, 0, 0, 0]
+
+
+def test_the_interpreter_and_a_pinned_launch_keep_the_one_request_kernel(monkeypatch):
+    monkeypatch.setattr(untied, "UNTIED_REQS", {4: [(2, 1, 1 << 30)], 2: [(2, 1, 1 << 30)]})
+    seen = spy_launches(monkeypatch, ssu)
+    case = make_case(7, rows=4, dim=8, dstate=16, slots=12)
+    idx = random_slot_indices(4, case.slots, generator=gen(8)).to(DEVICE)
+    with ssu.launch_config_override(LaunchConfig(block_m=8, num_warps=1)):
+        _run(case, dict(state_batch_indices=idx), early=False)
+    assert seen[-1]["kernel"] is not _ssu_untied_reqs_kernel
+    if DEVICE.type == "cpu":
+        _run(case, dict(state_batch_indices=idx), early=False)
+        assert seen[-1]["kernel"] is not _ssu_untied_reqs_kernel
