@@ -32,6 +32,7 @@ SLOW = {
     "test_cuda_verdicts.py": None,
     "test_scenarios.py": None,
     "test_cli.py": None,
+    "test_reference_pool_kernel.py": None,  # a Jupyter kernel with the reference pool's worker (~7 s)
     "test_exercises_fix_it.py": None,  # each check replays a bug's scenario over seeds (~60 s)
     "test_exercises_predict.py": ("test_the_truth_is_right", "test_known_truths"),  # truths replay scenarios
     "test_engine.py": ("test_fixed_engine_matches_reference",),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from mambalab.engine.core import Engine, EngineCrash
+from mambalab.lab.reference_pool import MISSING, POOL as _POOL
 from mambalab.lab.verdict import STATE_ATOL, Crash, Divergence, IllegalAccess, Verdict
 
 
@@ -40,6 +41,7 @@ class _ReferenceMemo:
     def clear(self) -> None:
         self._entries.clear()
         self.hits = self.misses = 0
+        _POOL.forget()
 
     def get(self, model_key: str, what: str, tokens: tuple, compute):
         key = (model_key, what, tokens)
@@ -47,7 +49,9 @@ class _ReferenceMemo:
             self.hits += 1
             return self._entries[key]
         self.misses += 1
-        out = compute()
+        out = _POOL.take(key)  # computed beside the engine (lab/reference_pool.py), if it was asked for there
+        if out is MISSING:
+            out = compute()
         if len(self._entries) >= self.max_entries:
             self._entries.pop(next(iter(self._entries)))
         self._entries[key] = out
@@ -105,6 +109,25 @@ def reference_jobs(engine: Engine, workload, model_key: str):
             if prompt and hasattr(ev, "max_tokens") and not reference_memoised(engine, prompt, ev.max_tokens,
                                                                                 model_key):
                 yield lambda prompt=prompt, n=ev.max_tokens: _reference_and_state(engine, prompt, n, model_key)
+
+
+def reference_submit(engine: Engine, workload, model_key: str) -> int:
+    """Hand the references of ``workload``'s requests (as :func:`reference_jobs` computes them) to the worker
+    process of ``lab/reference_pool.py``, to compute while this process runs the engine; returns how many were
+    sent. Nothing is sent when the pool is not usable (not started or ready yet, another code here, CUDA) or
+    the engine has a drafter (its ``greedy_ref`` calls continue from the states the reference leaves here).
+    Whatever is not sent is computed here when it is needed, as before."""
+    if engine.drafter is not None or not _POOL.usable():
+        return 0
+    sent = 0
+    for step in sorted(workload.events):
+        for ev in workload.events[step]:
+            prompt = list(getattr(ev, "prompt", ()))
+            if prompt and hasattr(ev, "max_tokens"):
+                n = _reference_length(engine, prompt, ev.max_tokens)
+                if not _MEMO.has(model_key, f"greedy {n}", tuple(prompt)):
+                    sent += _POOL.submit(engine.model, model_key, tuple(prompt), n)
+    return sent
 
 
 def _reference_and_state(engine: Engine, prompt: list[int], max_tokens: int, model_key: str) -> None:
@@ -166,5 +189,5 @@ def run_and_judge(engine: Engine, max_steps: int = 500) -> Verdict:
 
 
 __all__ = ["judge", "run_and_judge", "reference_output", "reference_final_state", "reference_memoised",
-           "reference_jobs",
+           "reference_jobs", "reference_submit",
            "model_key", "clear_reference_memo"]

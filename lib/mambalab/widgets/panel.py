@@ -36,6 +36,7 @@ from typing import Callable, Hashable
 
 import ipywidgets as widgets
 
+from mambalab.lab import reference_pool
 from mambalab.lab.scenarios import ReplayResult
 from mambalab.widgets.idle import IdleWork, collect_deferred, learner_action
 from mambalab.widgets.session import Session, session_for
@@ -76,6 +77,7 @@ class Panel:
 
     def __init__(self, *, header_html: str, control_rows: list[widgets.Widget], watched: list[widgets.Widget],
                  views: tuple[str, ...], first_view: str, auto_verdict: bool) -> None:
+        reference_pool.start()  # the references' second process, ahead of the first knob change (not waited for)
         self.view_names = tuple(views)
         self._busy = False
         self._findings_memo: OrderedDict[Hashable, list] = OrderedDict()

@@ -29,7 +29,8 @@ from typing import Hashable
 
 from mambalab.lab.bugs import BugConfig
 from mambalab.engine.core import Engine, EngineCrash
-from mambalab.lab.reference import clear_reference_memo, judge, model_key, reference_jobs, reference_output
+from mambalab.lab.reference import (clear_reference_memo, judge, model_key, reference_jobs, reference_output,
+                                    reference_submit)
 from mambalab.lab.sanitizer import AccessLog, recording
 from mambalab.lab.scenarios import ReplayResult, signatures
 from mambalab.lab.step_observer import StepObserver
@@ -55,7 +56,8 @@ class Session:
         self.crash: EngineCrash | None = None
         self.error: str | None = None  # a step that failed outside the engine's own crash handling
         self.result: ReplayResult | None = None
-        self.expected: dict[str, list[int]] = {}
+        self._expected: dict[str, list[int]] = {}
+        self._expected_due: list[tuple[str, list[int], int]] = []  # (request, prompt, max_tokens), in order
         self.model_key: str | None = None  # the reference memo's key of the engine's model
         self.step_seconds: list[float] = []
         t = perf_counter()
@@ -63,6 +65,9 @@ class Session:
             self.engine = Engine(workload.cfg, bugs)
             self.model_key = model_key(self.engine.model)
             self.engine.schedule_events(workload.events)
+            # the references are computed beside the engine's steps, in a second process when one is ready
+            # (lab/reference_pool.py); :attr:`expected` collects them
+            reference_submit(self.engine, workload, self.model_key)
         except Exception as e:  # noqa: BLE001 - e.g. a CUDA graph that cannot be captured (#41233)
             self.startup_crash = Crash.at_startup(e)
             self.startup_error = self.startup_crash.describe()
@@ -86,6 +91,16 @@ class Session:
             yield
 
     # -- state -----------------------------------------------------------------------------
+    @property
+    def expected(self) -> dict[str, list[int]]:
+        """Each request's reference (greedy tokens run alone), for every request the engine has seen so far.
+        A step notes the new requests; their references are computed (or collected from the reference
+        pool, which computed them while the engine stepped) when this is read, in the order they came."""
+        while self._expected_due:
+            rid, prompt, max_tokens = self._expected_due.pop(0)
+            self._expected[rid] = reference_output(self.engine, prompt, max_tokens, self.model_key)
+        return self._expected
+
     @property
     def num_ranks(self) -> int:
         return self.workload.cfg.data_parallel_size
@@ -131,9 +146,10 @@ class Session:
             crash = EngineCrash(eng.step, -1, e)
         if crash is not None:
             self.crash = crash
+        due = {r for r, _p, _n in self._expected_due}
         for rid, res in eng.results.items():
-            if rid not in self.expected:
-                self.expected[rid] = reference_output(eng, res.prompt, res.max_tokens, self.model_key)
+            if rid not in self._expected and rid not in due:
+                self._expected_due.append((rid, list(res.prompt), res.max_tokens))
         snap = take_snapshot(eng, self.bugs, records=records, logs=self._logs, observed=self.observer,
                              holders_before=holders, status_before=status, crash=crash,
                              previous=self.history[-1] if self.history else None)

@@ -1,0 +1,273 @@
+"""Per-request references computed in a second process while this one runs the engine (2 cores: both busy).
+
+A panel's knob change that builds a new model (a new seed) needs the references of every request it shows
+(greedy tokens of each request run alone, pure torch: ~40 ms for ``move-row-stale-source``'s four) and the
+engine's replay to the step shown (Triton's interpreter: ~200 ms). Neither needs the other until the redraw,
+so the session hands the references to :data:`POOL` as soon as its model exists and collects them when it
+needs them (:func:`mambalab.lab.reference.reference_submit`; the reference memo asks :meth:`ReferencePool.take`
+before computing anything).
+
+Why the answers are the ones this process would compute:
+
+* the worker (``lab/reference_worker.py``) computes with the caller's model itself, pickled (its weights'
+  bytes and plain values), with the same ``greedy_ref`` / ``forward_ref`` calls the memo makes, the same
+  torch (same interpreter, same installation) and the same count of torch threads;
+* its code is the code on disk; a job is sent only while every module the worker loaded describes the same
+  here (:func:`mambalab.lab.reference_worker.code_fingerprint`: bytecode, constants, defaults, closures):
+  a plant or a monkeypatch of the model's code is computed in this process, as before;
+* a job whose model uses the oracle drafter is not sent (the drafter's ``greedy_ref`` calls continue from
+  the states the reference left in this process).
+
+Why it is safe in a Jupyter kernel: the worker is a fresh interpreter (``subprocess``: fork + exec, no
+Python runs between them), started at a panel's build and not waited for; until it says it is ready, and
+whenever it is unavailable (died, too slow, not started, ``MAMBALAB_REFERENCE_POOL=0``, CUDA), everything is
+computed in this process. It exits when this process closes its input (exit included).
+"""
+
+from __future__ import annotations
+
+import atexit
+import operator
+import os
+import pickle
+import subprocess
+import sys
+import time
+import types
+from collections import OrderedDict
+from pathlib import Path
+
+from mambalab.lab.reference_worker import MAX_MODELS, code_fingerprint, recv, send
+
+MISSING = object()
+WAIT_S = 30.0  # the longest a caller waits for an answer before computing it itself (and giving up the worker)
+
+
+def enabled() -> bool:
+    """The pool is used: ``MAMBALAB_REFERENCE_POOL`` not ``0``, on the CPU, with at least two cores."""
+    if os.environ.get("MAMBALAB_REFERENCE_POOL", "1") == "0":
+        return False
+    from mambalab.device import DEVICE_TYPE
+
+    if DEVICE_TYPE != "cpu":
+        return False
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    return cpus >= 2 or os.environ.get("MAMBALAB_REFERENCE_POOL") == "1"
+
+
+class ReferencePool:
+    """One worker process computing references on request; see the module's docstring."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self._send = self._recv = None
+        self.ready = False
+        self.broken: str | None = None
+        self.fingerprint: dict[str, str] = {}
+        self._models: OrderedDict[str, None] = OrderedDict()  # model keys the worker holds, as it orders them
+        self._next = 0
+        self._jobs: dict[int, tuple] = {}  # job id -> (generation, model key, prompt, n), asked and not answered
+        self._pending: dict[tuple, int] = {}  # greedy memo key -> job id
+        self._done: dict[tuple, object] = {}  # memo key -> answer (greedy tokens, or a final state)
+        self._generation = 0
+        self._checked: tuple | None = None  # the namespaces as they were when the fingerprints last matched
+        self.sent = self.served = 0
+
+    # -- life ------------------------------------------------------------------------------------
+    def start(self) -> bool:
+        """Start the worker if it is not running (returns at once; it becomes usable when it says so)."""
+        if self.proc is not None or self.broken is not None or not enabled():
+            return self.proc is not None
+        import torch
+        from multiprocessing.connection import Connection
+
+        to_r, to_w = os.pipe()
+        from_r, from_w = os.pipe()
+        env = dict(os.environ)
+        lib = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "mambalab.lab.reference_worker", str(to_r), str(from_w),
+                 str(torch.get_num_threads())], pass_fds=(to_r, from_w), env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL)
+        except OSError as e:
+            self.broken = f"could not start: {e}"
+            for fd in (to_r, to_w, from_r, from_w):
+                os.close(fd)
+            return False
+        finally:
+            if self.proc is not None:
+                os.close(to_r)
+                os.close(from_w)
+        self._send = Connection(to_w, readable=False)
+        self._recv = Connection(from_r, writable=False)
+        return True
+
+    def close(self) -> None:
+        """Stop the worker (it exits when its input closes) and forget everything asked."""
+        if self._send is not None:
+            for c in (self._send, self._recv):
+                try:
+                    c.close()
+                except OSError:
+                    pass
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = self._send = self._recv = None
+        self.ready = False
+        self._models.clear()
+        self._jobs.clear()
+        self._pending.clear()
+        self._done.clear()
+
+    def _give_up(self, why: str) -> None:
+        self.broken = why
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        self.close()
+
+    def forget(self) -> None:
+        """Forget every answer (the reference memo was emptied): answers still on their way are dropped."""
+        self._generation += 1
+        self._pending.clear()
+        self._done.clear()
+
+    # -- messages ----------------------------------------------------------------------------------
+    def _handle(self, msg) -> None:
+        kind = msg[0]
+        if kind == "ready":
+            _, _pid, self.fingerprint, _threads = msg
+            self.ready = True
+            return
+        job = self._jobs.pop(msg[1], None)
+        if job is None:
+            return
+        generation, mkey, prompt, n = job
+        if generation != self._generation:
+            return
+        self._pending.pop((mkey, f"greedy {n}", prompt), None)
+        if kind == "done":
+            _, _job, ref, state = msg
+            self._done[(mkey, f"greedy {n}", prompt)] = ref
+            if state is not None:
+                self._done[(mkey, "state", prompt + ref[:-1])] = state
+        elif msg[2] == "unknown model":
+            self._models.pop(mkey, None)
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        """Read what the worker has answered (waiting up to ``timeout`` for the first message)."""
+        if self._recv is None:
+            return False
+        got = False
+        try:
+            while self._recv.poll(timeout):
+                self._handle(recv(self._recv))
+                got, timeout = True, 0.0
+        except (EOFError, OSError, pickle.UnpicklingError) as e:
+            self._give_up(f"the worker went away ({type(e).__name__})")
+        return got
+
+    def usable(self) -> bool:
+        """Started, ready, and this process's code the worker's (as it loaded it)."""
+        if self._recv is None or self.broken is not None:
+            return False
+        if not self.ready:
+            self.poll()
+            if not self.ready:
+                return False
+        return self._code_matches()
+
+    def _namespaces(self) -> tuple:
+        mods = [sys.modules.get(n) for n in self.fingerprint]
+        spaces = [vars(m) for m in mods if m is not None]
+        spaces += [vars(v) for m in mods if m is not None for v in list(vars(m).values())
+                   if isinstance(v, type) and v.__module__ == m.__name__]
+        return tuple((tuple(d), tuple(d.values()),
+                      tuple((f.__code__, f.__defaults__, f.__kwdefaults__) for f in d.values()
+                            if isinstance(f, types.FunctionType)))
+                     for d in spaces)
+
+    def _code_matches(self) -> bool:
+        """Every module the worker loaded describes the same here; checked in full only when a namespace
+        changed since the last match (the snapshot holds the very objects, compared by identity)."""
+        now = self._namespaces()
+        old = self._checked
+        if old is not None and len(old) == len(now) and all(
+                a[0] == b[0] and all(map(operator.is_, a[1], b[1])) and len(a[2]) == len(b[2])
+                and all(x is y for p, q in zip(a[2], b[2]) for x, y in zip(p, q))
+                for a, b in zip(old, now)):
+            return True
+        if code_fingerprint(self.fingerprint) != self.fingerprint:
+            self._checked = None
+            return False
+        self._checked = now
+        return True
+
+    # -- jobs -----------------------------------------------------------------------------------------
+    def pending(self, key: tuple) -> bool:
+        return key in self._pending
+
+    def submit(self, model, mkey: str, prompt: tuple, n: int) -> bool:
+        """Ask for ``greedy_ref(prompt, n)`` (and the final state after it) of ``model``, whose memo key is
+        ``mkey``; False when not sent (the caller computes it when it needs it)."""
+        key = (mkey, f"greedy {n}", prompt)
+        if key in self._pending or key in self._done:
+            return True
+        if self._send is None or self.broken is not None:
+            return False
+        self.poll()  # read answers first: neither side may wait on a full pipe
+        try:
+            if mkey not in self._models:
+                send(self._send, ("model", mkey, pickle.dumps(model)))
+                self._models[mkey] = None
+                while len(self._models) > MAX_MODELS:
+                    self._models.popitem(last=False)
+            else:
+                self._models.move_to_end(mkey)
+            self._next += 1
+            send(self._send, ("job", self._next, mkey, prompt, n))
+        except (OSError, pickle.PicklingError, TypeError, AttributeError) as e:
+            self._give_up(f"could not send: {type(e).__name__}: {e}")
+            return False
+        self._jobs[self._next] = (self._generation, mkey, prompt, n)
+        self._pending[key] = self._next
+        self.sent += 1
+        return True
+
+    def take(self, key: tuple):
+        """The answer for a reference memo key, waiting for it if it was asked for; :data:`MISSING` when it
+        was not (or the worker failed: the caller computes it)."""
+        if key not in self._done:
+            mkey = key[0]
+            deadline = time.monotonic() + WAIT_S
+            while self._recv is not None and (key in self._pending or (
+                    key[1] == "state" and any(k[0] == mkey for k in self._pending))):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._give_up(f"no answer in {WAIT_S:.0f} s")
+                    break
+                self.poll(min(left, 0.5))  # a worker that died closes its pipe: poll gives it up
+        if key in self._done:
+            self.served += 1
+            return self._done.pop(key)
+        return MISSING
+
+
+POOL = ReferencePool()
+atexit.register(POOL.close)
+
+
+def start() -> bool:
+    """Start the worker ahead of time (a panel's build); nothing happens when the pool is disabled."""
+    return POOL.start()
+
+
+__all__ = ["POOL", "ReferencePool", "MISSING", "enabled", "start"]
