@@ -30,7 +30,7 @@ def _gpu_like_launch(monkeypatch, reqs):
 
     monkeypatch.setattr(ssu, "choose_launch_config", one_head)
     monkeypatch.setattr(ssu, "_streams_on", lambda device: True)
-    monkeypatch.setattr(untied, "UNTIED_REQS", {4: [(reqs, 1, 1 << 30)], 2: [(reqs, 1, 1 << 30)]} if reqs else {})
+    monkeypatch.setattr(untied, "UNTIED_REQS", {4: [(reqs, 1, 1 << 30, 2)], 2: [(reqs, 1, 1 << 30, 0)]} if reqs else {})
 
 
 @pytest.mark.parametrize("dtypes", DTYPES)
@@ -48,6 +48,8 @@ def test_several_requests_a_program_give_the_same_bytes(monkeypatch, dtypes, req
     s_many, o_many = _run(case, kw, early=False)
     assert seen[0]["kernel"] is not _ssu_untied_reqs_kernel
     assert seen[1]["kernel"] is _ssu_untied_reqs_kernel and seen[1]["REQS"] == reqs
+    if case.state.element_size() == 4:  # the rule's own rows (2) in place of the table's (4 here)
+        assert (seen[0]["BLOCK_M"], seen[1]["BLOCK_M"]) == (4, 2)
     assert torch.equal(o_many, o_one) and torch.equal(s_many, s_one)
     assert not o_many.isnan().any()
     null_rows = (idx == 0).nonzero().flatten()
@@ -57,27 +59,26 @@ def test_several_requests_a_program_give_the_same_bytes(monkeypatch, dtypes, req
 
 
 def test_the_rule_takes_it_only_where_it_applies(monkeypatch):
-    monkeypatch.setattr(untied, "UNTIED_REQS", {2: [(4, 8 * 128, 64 * 128), (2, 64 * 128 + 1, 1 << 30)]})
+    monkeypatch.setattr(untied, "UNTIED_REQS", {2: [(4, 8 * 128, 64 * 128, 0), (2, 64 * 128 + 1, 1 << 30, 0)]})
     common = dict(tied=False, one_token=True, dst_is_src=True, on_gpu=True)
-    assert untied_reqs(64, 128, 2, **common) == 4
-    assert untied_reqs(256, 128, 2, **common) == 2  # the second tier
-    assert untied_reqs(4, 128, 2, **common) == 0  # below the first tier
-    assert untied_reqs(66, 128, 2, **common) == 2  # 4 does not divide 66: the next tier that fits
-    assert untied_reqs(63, 128, 2, **common) == 0  # no tier's REQS divides it
-    assert untied_reqs(64, 128, 4, **common) == 0  # no rule for fp32 here
+    assert untied_reqs(64, 128, 2, **common) == (4, 0)
+    assert untied_reqs(256, 128, 2, **common) == (2, 0)  # the second tier
+    assert untied_reqs(4, 128, 2, **common) == (0, 0)  # below the first tier
+    assert untied_reqs(66, 128, 2, **common) == (2, 0)  # 4 does not divide 66: the next tier that fits
+    assert untied_reqs(63, 128, 2, **common) == (0, 0)  # no tier's REQS divides it
+    assert untied_reqs(64, 128, 4, **common) == (0, 0)  # no rule for fp32 here
     for flip in ("tied", "one_token", "dst_is_src", "on_gpu"):
-        assert untied_reqs(64, 128, 2, **{**common, flip: not common[flip]}) == 0, flip
+        assert untied_reqs(64, 128, 2, **{**common, flip: not common[flip]}) == (0, 0), flip
 
 
 def test_the_shipped_rule_is_the_measured_one():
-    assert [untied_reqs(b, 128, 2, tied=False, one_token=True, dst_is_src=True, on_gpu=True)
-            for b in (1, 8, 16, 64, 256, 512)] == [0, 4, 4, 4, 2, 2]
-    assert [untied_reqs(b, 128, 4, tied=False, one_token=True, dst_is_src=True, on_gpu=True)
-            for b in (1, 8, 9, 16, 64)] == [0, 8, 0, 0, 0]
+    kw = dict(tied=False, one_token=True, dst_is_src=True, on_gpu=True)
+    assert [untied_reqs(b, 128, 2, **kw)[0] for b in (1, 8, 16, 64, 256, 512)] == [0, 4, 4, 4, 2, 2]
+    assert [untied_reqs(b, 128, 4, **kw) for b in (1, 8, 9, 16)] == [(0, 0), (8, 2), (0, 0), (0, 0)]
 
 
 def test_the_interpreter_and_a_pinned_launch_keep_the_one_request_kernel(monkeypatch):
-    monkeypatch.setattr(untied, "UNTIED_REQS", {4: [(2, 1, 1 << 30)], 2: [(2, 1, 1 << 30)]})
+    monkeypatch.setattr(untied, "UNTIED_REQS", {4: [(2, 1, 1 << 30, 0)], 2: [(2, 1, 1 << 30, 0)]})
     seen = spy_launches(monkeypatch, ssu)
     case = make_case(7, rows=4, dim=8, dstate=16, slots=12)
     idx = random_slot_indices(4, case.slots, generator=gen(8)).to(DEVICE)

@@ -301,13 +301,13 @@ BLOCK_M_MULTI_TOKEN = {4: 8, 2: 16}
 BLOCK_M_MULTI_TOKEN_SMALL = {4: 8, 2: 16}
 BLOCK_M_MULTI_TOKEN_TINY, MULTI_TOKEN_TINY = {4: 4, 2: 4}, 128
 UNTIED_BLOCK_M = {4: 4, 2: 8}
-# A/dt per element, requests x heads < SMALL_EFFECTIVE_BATCH: fp32 2 rows, chosen on an H200 over 4 / 8 (batch 1
-# 5.25 -> 4.96 us, 8 22.4 -> 23.1, vLLM 4.51 / 21.5; recorded 0.86 -> 0.90x, 0.97 -> 0.93x); bf16 8 (2 / 4 / 16 slower).
-UNTIED_BLOCK_M_SMALL = {4: 2, 2: 8}
+# A/dt per element, requests x heads < SMALL_EFFECTIVE_BATCH: fp32 4 rows (H200, calls 60-61, beside vLLM: batch 2 /
+# 4 / 9 0.909 / 0.908-0.914 / 0.926 -> 0.965 / 0.982-0.987 / 0.989x over 2 rows; batch 1 0.886-0.964x either way, run
+# to run; batch 8 takes mamba_ssm_untied's 2-row tiles); bf16 8 rows (2 / 4 / 16 slower).
+UNTIED_BLOCK_M_SMALL = {4: 4, 2: 8}
 UNTIED_NUM_WARPS = {4: 1, 2: 1}  # warps a program, A/dt per element (not SMALL), by state element size
 BLOCK_M_TIED_FP32_ACTIVATIONS = 8  # fp32 state and activations: 1.02x faster than 16 rows (H200, batch 64-512)
-SMALL_EFFECTIVE_BATCH = 16 * 128  # requests x heads below which fp32 takes the small tile
-NUM_WARPS = 1
+SMALL_EFFECTIVE_BATCH, NUM_WARPS = 16 * 128, 1  # requests x heads below which fp32 takes the small tile; warps
 # The early state load (``early_state_load``: indices and state read before PDL's wait), on an H200 beside vLLM
 # (docs/results/issue14-call15-ab-early.txt, A/B interleaved): a gain only while the launch is a latency-bound
 # chain, so up to these request x heads (128 heads: batch 4 one token, 8 speculative); A/dt per element: never
@@ -530,11 +530,11 @@ def selective_state_update(
         kernel, heads = _ssu_stream_kernel, stream
         pdl = use_pdl(p.state.device) and heads.pop("PDL")
         cfg = LaunchConfig(block_m=stream["RB"], num_warps=heads.pop("WARPS"))
-    reqs = 0 if stream is not None or cfg.block_h > 1 or _override is not None else untied_reqs(
+    reqs, rows = (0, 0) if stream is not None or cfg.block_h > 1 or _override is not None else untied_reqs(
         p.num_requests, p.nheads, p.state.element_size(), tied=tied, one_token=one_token,
         dst_is_src=has_idx and p.dst is p.src, on_gpu=_streams_on(p.state.device))
     if reqs:  # A/dt per element: several requests a program share its A tile (mamba_ssm_untied.py)
-        kernel, heads = _ssu_untied_reqs_kernel, {"REQS": reqs}
+        kernel, heads, cfg = _ssu_untied_reqs_kernel, {"REQS": reqs}, LaunchConfig(rows or cfg.block_m, cfg.num_warps)
     zero2 = (0, 0)
     dtb_s = p.dt_bias.stride() if p.dt_bias is not None else zero2
     D_s = p.D.stride() if p.D is not None else zero2

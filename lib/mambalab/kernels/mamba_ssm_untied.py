@@ -99,25 +99,27 @@ def _ssu_untied_reqs_kernel(
                  out.to(out_ptr.dtype.element_ty), mask=mask_m)
 
 
-# The launch rule, by state element size: (requests a program, fewest, most requests x heads), the first whose
-# REQS divides the requests; none: the one-request kernel. A GPU only (the interpreter keeps its heads kernel),
-# never under a pinned launch configuration. Chosen on an H200 beside vLLM 0.33, A/B interleaved
-# (docs/results/issue14-call58-untied-reqs.txt; vLLM's time over ours, 128 heads, one-request kernel -> this):
+# The launch rule, by state element size: (requests a program, fewest, most requests x heads, rows of the head
+# dim a program, 0: the launch table's), the first whose REQS divides the requests; none: the one-request kernel.
+# A GPU only (the interpreter keeps its heads kernel), never under a pinned launch configuration. Chosen on an H200
+# beside vLLM 0.33, A/B interleaved (docs/results/issue14-call58-untied-reqs.txt, call61-untied-small.txt; vLLM's
+# time over ours, 128 heads, one-request kernel -> this):
 #   bf16: batch 8 1.213 -> 1.401x (4), 16 0.977 -> 1.085x (4), 64 1.014 -> 1.061x (4), 256 0.996 -> 1.030x (2),
 #   512 0.960 -> 0.994x (2); 8 requests slower from 16 (0.84-0.95x);
-#   fp32: batch 8 (the small 2-row tile) 0.918 -> 1.014x (8; 4: 0.994x); from 16 even (2) or 2-4% slower (4, 8).
-UNTIED_REQS: dict[int, list[tuple[int, int, int]]] = {
-    2: [(4, 8 * 128, 64 * 128), (2, 64 * 128 + 1, 1 << 30)],
-    4: [(8, 8 * 128, 16 * 128 - 1)],
+#   fp32: batch 8 0.918 -> 1.014x (8 requests on 2-row tiles; 4 rows: 0.972x), from 16 even (2) or 2-4% slower.
+UNTIED_REQS: dict[int, list[tuple[int, int, int, int]]] = {
+    2: [(4, 8 * 128, 64 * 128, 0), (2, 64 * 128 + 1, 1 << 30, 0)],
+    4: [(8, 8 * 128, 16 * 128 - 1, 2)],
 }
 
 
 def untied_reqs(num_requests: int, nheads: int, state_element_size: int, *, tied: bool, one_token: bool,
-                dst_is_src: bool, on_gpu: bool) -> int:
-    """Requests a program of :func:`_ssu_untied_reqs_kernel` for this launch, or 0 for the one-request kernel."""
+                dst_is_src: bool, on_gpu: bool) -> tuple[int, int]:
+    """``(requests a program, rows a program or 0)`` of :func:`_ssu_untied_reqs_kernel` for this launch, or
+    ``(0, 0)`` for the one-request kernel."""
     if tied or not one_token or not dst_is_src or not on_gpu:
-        return 0
-    for reqs, fewest, most in UNTIED_REQS.get(4 if state_element_size >= 4 else 2, ()):
+        return 0, 0
+    for reqs, fewest, most, rows in UNTIED_REQS.get(4 if state_element_size >= 4 else 2, ()):
         if reqs > 1 and num_requests % reqs == 0 and fewest <= num_requests * nheads <= most:
-            return reqs
-    return 0
+            return reqs, rows
+    return 0, 0
