@@ -20,8 +20,9 @@ from test_kernel_selective_state_update import DTYPES, gen, make_case
 from test_kernel_ssu_early_state import _assert_matches_reference, _run
 
 
-def _gpu_like_launch(monkeypatch, reqs):
-    """One head a program and the rule on, as on a GPU (the interpreter otherwise stacks heads)."""
+def _gpu_like_launch(monkeypatch, reqs, rows=0):
+    """One head a program and the rule on (``reqs`` requests a program, ``rows`` its own tile height or 0: the
+    table's), as on a GPU (the interpreter otherwise stacks heads)."""
     real = ssu.choose_launch_config
 
     def one_head(*a, **k):
@@ -30,7 +31,8 @@ def _gpu_like_launch(monkeypatch, reqs):
 
     monkeypatch.setattr(ssu, "choose_launch_config", one_head)
     monkeypatch.setattr(ssu, "_streams_on", lambda device: True)
-    monkeypatch.setattr(untied, "UNTIED_REQS", {4: [(reqs, 1, 1 << 30, 2)], 2: [(reqs, 1, 1 << 30, 0)]} if reqs else {})
+    monkeypatch.setattr(untied, "UNTIED_REQS", {4: [(reqs, 1, 1 << 30, rows)], 2: [(reqs, 1, 1 << 30, rows)]}
+                        if reqs else {})
 
 
 @pytest.mark.parametrize("dtypes", DTYPES)
@@ -48,14 +50,29 @@ def test_several_requests_a_program_give_the_same_bytes(monkeypatch, dtypes, req
     s_many, o_many = _run(case, kw, early=False)
     assert seen[0]["kernel"] is not _ssu_untied_reqs_kernel
     assert seen[1]["kernel"] is _ssu_untied_reqs_kernel and seen[1]["REQS"] == reqs
-    if case.state.element_size() == 4:  # the rule's own rows (2) in place of the table's (4 here)
-        assert (seen[0]["BLOCK_M"], seen[1]["BLOCK_M"]) == (4, 2)
+    assert seen[0]["BLOCK_M"] == seen[1]["BLOCK_M"]  # one tile shape: a GPU's reduction order follows it
     assert torch.equal(o_many, o_one) and torch.equal(s_many, s_one)
     assert not o_many.isnan().any()
     null_rows = (idx == 0).nonzero().flatten()
     assert (o_many[null_rows] == 0).all()  # a padded row: zero outputs
     assert_untouched(case.state, s_many, written)  # the null block included
     _assert_matches_reference(case, kw, "one-token-untied", s_many, o_many)
+
+
+@pytest.mark.parametrize("dtypes", DTYPES)
+def test_the_rules_own_rows_reach_the_launch(monkeypatch, dtypes):
+    """A rule with its own tile height (fp32 at batch 8: 2 rows where the table says 4) launches with it, and the
+    result still matches the reference, padded rows zero, untouched slots untouched."""
+    case = make_case(31, rows=8, dim=8, dstate=16, slots=18, ngroups=2, dtypes=dtypes)
+    idx = random_slot_indices(8, case.slots, num_null_rows=2, generator=gen(32)).to(DEVICE)
+    kw = dict(state_batch_indices=idx)
+    seen = spy_launches(monkeypatch, ssu)
+    _gpu_like_launch(monkeypatch, 4, rows=2)
+    s_new, o_new = _run(case, kw, early=False)
+    assert seen[0]["kernel"] is _ssu_untied_reqs_kernel and seen[0]["BLOCK_M"] == 2
+    assert not o_new.isnan().any() and (o_new[(idx == 0).nonzero().flatten()] == 0).all()
+    assert_untouched(case.state, s_new, {int(i) for i in idx.tolist() if int(i) > 0})
+    _assert_matches_reference(case, kw, "one-token-untied", s_new, o_new)
 
 
 def test_the_rule_takes_it_only_where_it_applies(monkeypatch):
