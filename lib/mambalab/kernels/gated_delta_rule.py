@@ -20,13 +20,11 @@ Launch design
 * Block sizes by rule, never autotuned (autotuning would re-run an in-place kernel on live state): ``BV`` so that a
   program moves about 4 KiB of fp32 state (8 rows of 128) or 8 KiB of bf16 state (32 rows, loaded at once and worked
   on in two halves, ``SPLIT``), and ``BV`` halved while the grid would be too small to occupy the GPU (small batches
-  are latency-bound: more, smaller programs); one warp per program (measured fastest on an H200, see
-  docs/benchmarks.md). See :func:`launch_config`.
+  are latency-bound: more, smaller programs); one warp per program (fastest on an H200). See :func:`launch_config`.
 * A sequence whose load index is not live (the guard) costs one index load and a few output stores: programs return
   before touching the state. Where :data:`EARLY_INDEX` says so, the index's loads go out with ``cu_seqlens``'.
-* All strides are honoured: q/k/v/g/beta may be views into a packed projection, the pool may be a page-padded view
-  (``stride(0)`` larger than ``HV * V * K``), indices may be a column slice of a wider block table.
-* Everything accumulates in float32; only stores round to the state dtype.
+* All strides are honoured (q/k/v/g/beta views into a packed projection, a page-padded pool, a column slice of a
+  block table as indices). Everything accumulates in float32; only stores round to the state dtype.
 * On a GPU, one token a sequence (the decode step proper, :data:`STREAM`'s batches) runs the streaming kernel of
   :mod:`mambalab.kernels.gated_delta_rule_kernels`: a program walks blocks of rows in a pipelined loop, so the next
   block's state is in flight (in shared memory) while this one is worked on; a bf16 state needs 80 registers there
@@ -42,10 +40,9 @@ Guards: :func:`mambalab.kernels.common.is_live_slot` with the ``GUARD`` constexp
 :func:`mambalab.kernels.common.guard_for` for the FLA family (the ``<= 0`` / ``> 0`` of #39064, as in vLLM 0.33).
 
 Spec decode column (``zero-accepted``, #48475 / #50021, both open): upstream's FLA kernels load column
-``num_accepted - 1`` unbounded in every release up to 0.33 (``BOUND_ACCEPTED`` off): a 0 reads column -1, the
-previous row's last column (row 0: before the tensor). Fixed here as #50021 proposes: the load is masked to ``0 <=
-col < C`` and an out-of-row column reads as the null block, so the guard skips the row (it is not clamped to column
-0).
+``num_accepted - 1`` unbounded in every release up to 0.33 (``BOUND_ACCEPTED`` off): a 0 reads column -1, the previous
+row's last column (row 0: before the tensor). Fixed here as #50021 proposes: the load is masked to ``0 <= col < C``
+and an out-of-row column reads as the null block, so the guard skips the row (it is not clamped to column 0).
 """
 
 from __future__ import annotations
@@ -124,6 +121,7 @@ def _gdn_decode_kernel(
     EARLY_STATE: tl.constexpr = False,  # indices and state read before the wait (the caller's promise)
     TOKEN_STAGES: tl.constexpr = 0,  # > 0: the token loop pipelined (gated_delta_rule_kernels._gdn_rows)
     EARLY_INDEX: tl.constexpr = False,  # the slot's loads issued before cu_seqlens' test (INDEXED > 0)
+    EARLY_DST: tl.constexpr = False,  # INDEXED == 2: a token's store slot loaded with its inputs
 ):
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
@@ -222,7 +220,8 @@ def _gdn_decode_kernel(
                   s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
                   s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
                   s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
-                  HV, K, V, BK, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD, TOKEN_STAGES)
+                  HV, K, V, BK, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD, TOKEN_STAGES,
+                  EARLY_DST)
 
 def _num_sms(device: torch.device) -> int:
     if device.type == "cuda":
@@ -237,10 +236,10 @@ def _cuda_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-# Several tokens a request (speculative decoding): rows of the state per program, by element size,
-# one piece (no split). Measured on an H200 against vLLM 0.33 (scripts/tune_launch.py --wide, T = 2
-# and 4, batch 8 / 64 / 256; docs/benchmarks.md): bf16 16 rows 57-79% of copy (32 rows in halves:
-# 48-70%, vLLM 56-74%); fp32 4 rows 71-90% (8 rows: 63-91%, vLLM 56-88%).
+# Several tokens a request (speculative decoding): rows of the state per program, by element size, one piece (no
+# split). H200 against vLLM 0.33 (scripts/tune_launch.py --wide, T = 2 and 4, batch 8 / 64 / 256; benchmarks.md): bf16
+# 16 rows 57-79% of copy (32 in halves: 48-70%, vLLM 56-74%); fp32 4 rows 71-90% (8: 63-91%, vLLM 56-88%); call 57
+# (an H100, issue14-call57-spec-warps.txt): bf16 T = 3 / 4 at 8-256, 8 rows or 2-4 warps 1-28% slower.
 MULTI_TOKEN_BV = {4: 4, 2: 16}
 # One token a sequence, one slot a sequence, in place, without sigmoid gating: the streaming kernel
 # (gated_delta_rule_kernels._gdn_stream_kernel), by state element size: (rows a block, blocks a program,
@@ -267,11 +266,12 @@ SPEC_STREAM_MAX_TOKENS = 2
 # plain loop), from this many sequences. Chosen on an H200 beside vLLM 0.33, A/B interleaved
 # (docs/results/issue14-call24-ab-tokstages.txt; vLLM's time over ours): bf16, 3 stages, batch 256 T = 3 / 4
 # 1.06 / 1.07 -> 1.11 / 1.11x (2 stages: 1.09 / 1.08x); batch 64 even (1.09 -> 1.09 / 1.10x), batch 8 0.5-1%
-# slower; fp32: 0.3-5% slower from batch 8 to 64, even at 256, so not. From 128 since calls 31-32
-# (issue14-call31-ab-rules.txt, call32, call33-ab-confirm.txt): bf16 T = 3 / 4 at 128 1.07 / 1.08 -> 1.11 / 1.11x
-# (1.14 / 1.14x with EARLY_INDEX below); at 64 still even (1.085-1.10x), so not lower.
+# slower; fp32: 0.3-5% slower from batch 8 to 64, even at 256, so not. From 128 since calls 31-32 (issue14-call31-ab-
+# rules.txt, call32, call33-ab-confirm.txt): bf16 T = 3 / 4 at 128 1.07 / 1.08 -> 1.11 / 1.11x (1.14 / 1.14x with
+# EARLY_INDEX below); at 64 still even (1.085-1.10x; with EARLY_INDEX too, call 60: 1.091-1.100x), so not lower.
 SPEC_TOKEN_STAGES: dict[int, int] = {2: 3}
 SPEC_TOKEN_STAGES_MIN_N = 128
+SPEC_EARLY_DST = False  # the general kernel, one slot a token: each store's slot loaded with the token's inputs
 # The general kernel's slot loads issued with cu_seqlens' (EARLY_INDEX: one memory round trip fewer before the
 # state load) on a GPU, by state element size: (fewest, most sequences). H200 beside vLLM, A/B interleaved
 # (docs/results/issue14-call32-ab-prologue.txt, call33-ab-confirm.txt; vLLM's time over ours, call 33): fp32 one
@@ -423,6 +423,7 @@ def _launch(
     if kernel is _gdn_decode_kernel and multi_token and _streams_on(q.device):
         stages = SPEC_TOKEN_STAGES.get(state_in.element_size(), 0) if N >= SPEC_TOKEN_STAGES_MIN_N else 0
         extra = dict(extra, TOKEN_STAGES=stages) if stages else extra
+        extra = dict(extra, EARLY_DST=True) if SPEC_EARLY_DST and indexed == 2 and in_place else extra
     early_index = EARLY_INDEX.get(state_in.element_size(), (1, 0))
     if kernel is _gdn_decode_kernel and indexed and _streams_on(q.device) and early_index[0] <= N <= early_index[1]:
         extra = dict(extra, EARLY_INDEX=True)

@@ -82,6 +82,7 @@ def _gdn_rows(
     INPLACE: tl.constexpr, INDEXED: tl.constexpr, HAS_BETA: tl.constexpr, USE_L2NORM: tl.constexpr,
     SIGMOID_GATING: tl.constexpr, GUARD: tl.constexpr,
     TOKEN_STAGES: tl.constexpr = 0,  # > 0: the token loop is a tl.range with this num_stages (GPU only)
+    EARLY_DST: tl.constexpr = False,  # INDEXED == 2: each token's store slot loaded with its inputs (_gdn_token)
 ):
     """All the sequence's tokens on the value rows ``o_v`` of the state: outputs and stores.
 
@@ -120,14 +121,14 @@ def _gdn_rows(
             b_h = _gdn_token(b_h, t, p_q, p_k, p_v, p_g, p_beta, p_o, p_fresh, p_col, ht, o_k, o_v, mask_k, mask_v,
                              mask_h, tile_ht, b_A, b_dt_bias, scale, softplus_beta, softplus_threshold, num_cols,
                              null_block_id, s_q_t, s_q_k, s_k_t, s_k_k, s_v_t, s_v_v, s_g_t, s_beta_t, s_ht_n, s_idx_c,
-                             HV, V, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
+                             HV, V, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD, EARLY_DST)
     else:
         t = tl.zeros([], dtype=tl.int32)
         while t < seq_len:  # not range(): Triton 3.6's interpreter under NumPy 2.4
             b_h = _gdn_token(b_h, t, p_q, p_k, p_v, p_g, p_beta, p_o, p_fresh, p_col, ht, o_k, o_v, mask_k, mask_v,
                              mask_h, tile_ht, b_A, b_dt_bias, scale, softplus_beta, softplus_threshold, num_cols,
                              null_block_id, s_q_t, s_q_k, s_k_t, s_k_k, s_v_t, s_v_v, s_g_t, s_beta_t, s_ht_n, s_idx_c,
-                             HV, V, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
+                             HV, V, INPLACE, INDEXED, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD, EARLY_DST)
             t += 1
 
     if INPLACE:
@@ -141,8 +142,16 @@ def _gdn_token(b_h, t, p_q, p_k, p_v, p_g, p_beta, p_o, p_fresh, p_col, ht, o_k,
                tile_ht, b_A, b_dt_bias, scale, softplus_beta, softplus_threshold, num_cols, null_block_id,
                s_q_t, s_q_k, s_k_t, s_k_k, s_v_t, s_v_v, s_g_t, s_beta_t, s_ht_n, s_idx_c,
                HV: tl.constexpr, V: tl.constexpr, INPLACE: tl.constexpr, INDEXED: tl.constexpr,
-               HAS_BETA: tl.constexpr, USE_L2NORM: tl.constexpr, SIGMOID_GATING: tl.constexpr, GUARD: tl.constexpr):
-    """Token ``t`` of :func:`_gdn_rows` on its rows: the output and the per-token store; returns the state."""
+               HAS_BETA: tl.constexpr, USE_L2NORM: tl.constexpr, SIGMOID_GATING: tl.constexpr, GUARD: tl.constexpr,
+               EARLY_DST: tl.constexpr = False):
+    """Token ``t`` of :func:`_gdn_rows` on its rows: the output and the per-token store; returns the state.
+
+    ``EARLY_DST`` (one slot a token): the store's slot is loaded first, masked to the index row, so its round trip
+    overlaps the inputs' instead of following the output (the same slot, the same guard)."""
+    if EARLY_DST and INPLACE and INDEXED == 2:
+        dst_early = tl.load(p_col + t * s_idx_c, mask=t < num_cols, other=0).to(tl.int64)
+    else:
+        dst_early = 0  # unused
     b_q = tl.load(p_q + t * s_q_t + o_k * s_q_k, mask=mask_k, other=0.0).to(tl.float32)
     b_k = tl.load(p_k + t * s_k_t + o_k * s_k_k, mask=mask_k, other=0.0).to(tl.float32)
     b_v = tl.load(p_v + t * s_v_t + o_v * s_v_v, mask=mask_v, other=0.0).to(tl.float32)
@@ -170,7 +179,10 @@ def _gdn_token(b_h, t, p_q, p_k, p_v, p_g, p_beta, p_o, p_fresh, p_col, ht, o_k,
         if INDEXED == 2:
             # one slot per token (spec decode): the state after token t -> column t
             if t < num_cols:
-                dst = tl.load(p_col + t * s_idx_c).to(tl.int64)
+                if EARLY_DST:
+                    dst = dst_early
+                else:
+                    dst = tl.load(p_col + t * s_idx_c).to(tl.int64)
                 if is_live_slot(dst, null_block_id, GUARD):
                     tl.store(ht + dst * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
     else:

@@ -66,7 +66,7 @@ from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot, prefe
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_stream import _ssu_stream_kernel, _ssu_token
 from mambalab.kernels.mamba_ssm_untied import _ssu_untied_reqs_kernel, untied_reqs
-from mambalab.kernels.mamba_ssm_ref import prepare_ssu_inputs
+from mambalab.kernels.mamba_ssm_ref import is_tied, prepare_ssu_inputs
 
 KERNEL_NAME = "selective_state_update"
 
@@ -109,6 +109,7 @@ def _ssu_kernel(
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+; off on the interpreter)
     EARLY_STATE: tl.constexpr = False,  # under PDL: indices and state read before the wait (see below)
     PREFETCH: tl.constexpr = 0,  # under PDL, one token: an L2 hint for the state tile before the wait (2: evict_last)
+    EARLY_DST: tl.constexpr = False,  # several tokens: each store's slot loaded with the token's inputs
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
@@ -237,13 +238,18 @@ def _ssu_kernel(
         # cannot take a runtime loop bound under NumPy 2.)
         t = tl.zeros([], dtype=tl.int32)
         while t < seq_len:
+            if EARLY_DST:  # the store's slot loaded with the token's inputs, masked to the index row
+                dst_early = tl.load(dst_idx_ptr + pid_r * s_dst_row + t * s_dst_col, mask=t < dst_cols, other=0)
             state, out = _ssu_token(state, x_ptrs + t * s_x_tok, B_ptrs + t * s_B_tok, C_ptrs + t * s_C_tok,
                                     dt_ptrs + t * s_dt_tok, z_ptrs + t * s_z_tok, A, dt_bias, D,
                                     mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
             # Store the state after token t: in place (no indices), or to column t.
             if HAS_INDICES:
                 if t < dst_cols:
-                    dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row + t * s_dst_col).to(tl.int64)
+                    if EARLY_DST:
+                        dst_slot = dst_early.to(tl.int64)
+                    else:
+                        dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row + t * s_dst_col).to(tl.int64)
                     if is_live_slot(dst_slot, null_block_id, GUARD):
                         tl.store(head_state_ptr + dst_slot * s_state_slot + tile,
                                  state.to(state_ptr.dtype.element_ty), mask=mask_mn)
@@ -315,8 +321,8 @@ SMALL_EFFECTIVE_BATCH, NUM_WARPS = 16 * 128, 1  # requests x heads below which f
 # (with PDL): 1 0.95 -> 1.14x, 2 1.01 -> 1.08x, 4 0.99 -> 1.01x, 8 0.99 -> 0.93x, from 32 1.01-1.02 -> 0.98-0.99x;
 # T = 2, 4 at batch 1: fp32 0.94 / 0.89 -> 1.12 / 0.99x, bf16 0.97 / 0.91 -> 1.15 / 0.97x; batch 8 even or better.
 EARLY_STATE_LOAD = True  # honour early_state_load (False: every launch waits first, as without the promise)
-EARLY_STATE_MAX_REQUEST_HEADS = 4 * 128
-EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN = 8 * 128
+EARLY_STATE_MAX_REQUEST_HEADS, EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN = 4 * 128, 8 * 128
+SPEC_EARLY_DST = False  # several tokens, the general kernel: each store's slot loaded with the token's inputs
 EARLY_STATE_PDL_SMALL_FP32 = True  # with the promise, the small fp32 tiles launch with PDL too
 PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer launch without PDL
 # The L2 hint before PDL's wait (PREFETCH: kernels.common.prefetch_rows_l2), one token a request with indices,
@@ -426,14 +432,6 @@ def launch_config_override(config: LaunchConfig) -> Iterator[LaunchConfig]:
         _override = previous
 
 
-def _is_tied(A: torch.Tensor, dt: torch.Tensor, dt_bias: torch.Tensor | None) -> bool:
-    """vLLM's decode path: A, dt, dt_bias broadcast along dim/dstate (stride 0)."""
-    return (
-        A.stride(1) == 0 and A.stride(2) == 0 and dt.stride(2) == 0
-        and (dt_bias is None or dt_bias.stride(1) == 0)
-    )
-
-
 def _stream_shape(p, tied: bool, one_token: bool, cfg: LaunchConfig, has_idx: bool) -> dict | None:
     """The streaming kernel's constexprs where :data:`SSU_STREAM` takes the launch, else None."""
     if cfg.block_h > 1 or not tied or not has_idx or _override is not None or not _streams_on(p.state.device):
@@ -507,7 +505,7 @@ def selective_state_update(
     if p.num_requests == 0 or p.x.shape[0] == 0:
         return p.finish()
 
-    tied = _is_tied(p.A, p.dt, p.dt_bias)
+    tied = is_tied(p.A, p.dt, p.dt_bias)
     one_token = (p.cu_seqlens is None and p.num_accepted_tokens is None and p.tokens_per_request == 1)
     cfg = choose_launch_config(p.nheads, p.dim, p.dstate, p.num_requests, p.state.dtype,
                                p.state.device, tied=tied, multi_token=not one_token,
@@ -551,6 +549,8 @@ def selective_state_update(
     if (pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx and hint
             and hint[1] <= p.num_requests * p.nheads <= hint[2]):
         launch_opts["PREFETCH"] = hint[0]
+    if SPEC_EARLY_DST and not one_token and kernel is _ssu_kernel and has_idx:
+        launch_opts["EARLY_DST"] = True
 
     sanitizer.launch(
         kernel, grid,

@@ -361,6 +361,12 @@ def prepare_ssu_inputs(
     )
 
 
+def is_tied(A: torch.Tensor, dt: torch.Tensor, dt_bias: torch.Tensor | None) -> bool:
+    """vLLM's decode path: A, dt, dt_bias broadcast along dim/dstate (stride 0), one value a head."""
+    return (A.stride(1) == 0 and A.stride(2) == 0 and dt.stride(2) == 0
+            and (dt_bias is None or dt_bias.stride(1) == 0))
+
+
 def selective_state_update_ref(
     state,
     x,
