@@ -1,4 +1,4 @@
-"""The GDN general kernel's early store-slot load (``gated_delta_rule.SPEC_EARLY_DST``: with one slot a token, each
+"""The GDN general kernel's early store-slot load (``gated_delta_rule.SPEC_EARLY_DST``, sequences by element size: with one slot a token, each
 token's store slot is loaded, masked to the index row, with the token's inputs instead of after its output) against
 the kernel without it: the same bytes on the interpreter, within rounding on a GPU, the reference, untouched slots.
 The rule is GPU-only (``_streams_on``) and forced here, with one head a program and the streaming kernels off, so
@@ -51,10 +51,14 @@ def test_spec_early_dst(cols, lens, num_acc, stages, dtype, state_dtype, launche
     args, pool, kw = _spec_case(gen, lens, num_acc, cols, dtype, state_dtype, V=20)
     results = []
     for on in (False, True):
-        monkeypatch.setattr(gdn, "SPEC_EARLY_DST", on)
+        monkeypatch.setattr(gdn, "SPEC_EARLY_DST", {state_dtype.itemsize: 1 << 30} if on else {})
         p = pool.clone()
         o, final = fused_recurrent_gated_delta_rule(*args, initial_state=p, bugs=BugConfig.fixed(), **kw)
         results.append((o, p, final))
     _same(results, state_dtype)
     assert [e for _, e in launched[-2:]] == [False, True]
     _check(args, pool, kw, dtype, state_dtype, untouched=all(n > 0 for n in lens))
+
+
+def test_the_shipped_rule():
+    assert gdn.SPEC_EARLY_DST == {2: 64, 4: 8}  # call 64: bf16 to 64 sequences, fp32 to 8

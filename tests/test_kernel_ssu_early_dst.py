@@ -1,4 +1,4 @@
-"""The SSU's early store-slot load for several tokens a request (``mamba_ssm.SPEC_EARLY_DST``: each token's store
+"""The SSU's early store-slot load for several tokens a request (``mamba_ssm.SPEC_EARLY_DST_MAX``: each token's store
 slot loaded, masked to the index row, with the token's inputs, not after its output) against the kernel without
 it: the same bytes (one-head launches, as on a GPU), the reference, untouched slots, and the switch reaching only
 the general kernel's multi-token launches."""
@@ -31,7 +31,7 @@ def test_early_dst_gives_the_same_bytes(monkeypatch, dtypes, lens, num_acc):
     results = []
     with ssu.launch_config_override(LaunchConfig(block_m=4, num_warps=1)):  # one head a program: _ssu_kernel
         for on in (False, True):
-            monkeypatch.setattr(ssu, "SPEC_EARLY_DST", on)
+            monkeypatch.setattr(ssu, "SPEC_EARLY_DST_MAX", 1 << 30 if on else 0)
             results.append(_run(case, kw, early=False))
     assert [s.get("EARLY_DST", False) for s in seen] == [False, True]
     assert all(s["kernel"] is ssu._ssu_kernel for s in seen)
@@ -41,8 +41,9 @@ def test_early_dst_gives_the_same_bytes(monkeypatch, dtypes, lens, num_acc):
     _assert_matches_reference(case, kw, "spec", s1, o1)
 
 
-def test_one_token_launches_never_take_it(monkeypatch):
-    monkeypatch.setattr(ssu, "SPEC_EARLY_DST", True)
+def test_the_rule_reaches_small_batches_and_never_one_token(monkeypatch):
+    assert ssu.SPEC_EARLY_DST_MAX == 8 * 128  # call 64: batch <= 8 at 128 heads
+    monkeypatch.setattr(ssu, "SPEC_EARLY_DST_MAX", 1 << 30)
     seen = spy_launches(monkeypatch, ssu)
     case = make_case(5, rows=4, dim=8, dstate=16, slots=12, tied=True)
     idx = random_slot_indices(4, case.slots, generator=gen(6)).to(DEVICE)

@@ -4,6 +4,9 @@ gated_delta_rule.SPEC_EARLY_DST): one memory round trip fewer in each token's ch
 stall on memory (long scoreboard 5.6-6.2 per issue) at 12-16 programs an SM. Beside vLLM, A/B interleaved.
 
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call64-early-dst.py
+
+(As run, on booleans; the rules taken after it are mamba_ssm.SPEC_EARLY_DST_MAX and gated_delta_rule.SPEC_EARLY_DST
+by element size: call 65's script measures them.)
 """
 import sys
 

@@ -271,7 +271,9 @@ SPEC_STREAM_MAX_TOKENS = 2
 # EARLY_INDEX below); at 64 still even (1.085-1.10x; with EARLY_INDEX too, call 60: 1.091-1.100x), so not lower.
 SPEC_TOKEN_STAGES: dict[int, int] = {2: 3}
 SPEC_TOKEN_STAGES_MIN_N = 128
-SPEC_EARLY_DST = False  # the general kernel, one slot a token: each store's slot loaded with the token's inputs
+# EARLY_DST (one slot a token, each store's slot loaded with the inputs) up to this many sequences, by element size
+# (call 64, issue14-call64-early-dst.txt: bf16 T = 3 / 4 at 1-64 +0.7-8%, 256 even; fp32 at 8 +0.5-1.3%, 64 even).
+SPEC_EARLY_DST: dict[int, int] = {2: 64, 4: 8}
 # The general kernel's slot loads issued with cu_seqlens' (EARLY_INDEX: one memory round trip fewer before the
 # state load) on a GPU, by state element size: (fewest, most sequences). H200 beside vLLM, A/B interleaved
 # (docs/results/issue14-call32-ab-prologue.txt, call33-ab-confirm.txt; vLLM's time over ours, call 33): fp32 one
@@ -316,12 +318,8 @@ def launch_config(
 
 
 def split_rows(BV: int, state_element_size: int) -> int:
-    """Row blocks per tile: 2 for a 2-byte state with at least 8 rows, else 1 (by rule).
-
-    Measured on an H200 at batch 512, bf16 state: 32 rows in two halves 86%
-    of copy, 16 rows in one piece 79%, 16 rows in two halves 71% (the split
-    pays only when each half is a full 4 KiB).
-    """
+    """Row blocks per tile: 2 for a 2-byte state with at least 8 rows, else 1 (by rule). H200, batch 512, bf16:
+    32 rows in two halves 86% of copy, 16 in one piece 79%, in two halves 71% (only full 4 KiB halves pay)."""
     split = SPLIT_BY_ELEMENT_SIZE.get(state_element_size, 1)
     return split if BV >= 4 * split else 1
 
@@ -423,7 +421,8 @@ def _launch(
     if kernel is _gdn_decode_kernel and multi_token and _streams_on(q.device):
         stages = SPEC_TOKEN_STAGES.get(state_in.element_size(), 0) if N >= SPEC_TOKEN_STAGES_MIN_N else 0
         extra = dict(extra, TOKEN_STAGES=stages) if stages else extra
-        extra = dict(extra, EARLY_DST=True) if SPEC_EARLY_DST and indexed == 2 and in_place else extra
+        early_dst = N <= SPEC_EARLY_DST.get(state_in.element_size(), 0) and indexed == 2 and in_place
+        extra = dict(extra, EARLY_DST=True) if early_dst else extra
     early_index = EARLY_INDEX.get(state_in.element_size(), (1, 0))
     if kernel is _gdn_decode_kernel and indexed and _streams_on(q.device) and early_index[0] <= N <= early_index[1]:
         extra = dict(extra, EARLY_INDEX=True)

@@ -322,7 +322,7 @@ SMALL_EFFECTIVE_BATCH, NUM_WARPS = 16 * 128, 1  # requests x heads below which f
 # T = 2, 4 at batch 1: fp32 0.94 / 0.89 -> 1.12 / 0.99x, bf16 0.97 / 0.91 -> 1.15 / 0.97x; batch 8 even or better.
 EARLY_STATE_LOAD = True  # honour early_state_load (False: every launch waits first, as without the promise)
 EARLY_STATE_MAX_REQUEST_HEADS, EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN = 4 * 128, 8 * 128
-SPEC_EARLY_DST = False  # several tokens, the general kernel: each store's slot loaded with the token's inputs
+SPEC_EARLY_DST_MAX = 8 * 128  # several tokens: store slots loaded with the inputs up to this request x heads (call 64)
 EARLY_STATE_PDL_SMALL_FP32 = True  # with the promise, the small fp32 tiles launch with PDL too
 PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer launch without PDL
 # The L2 hint before PDL's wait (PREFETCH: kernels.common.prefetch_rows_l2), one token a request with indices,
@@ -549,7 +549,7 @@ def selective_state_update(
     if (pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx and hint
             and hint[1] <= p.num_requests * p.nheads <= hint[2]):
         launch_opts["PREFETCH"] = hint[0]
-    if SPEC_EARLY_DST and not one_token and kernel is _ssu_kernel and has_idx:
+    if p.num_requests * p.nheads <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True
 
     sanitizer.launch(
