@@ -34,6 +34,7 @@ def _ready(pool: rp.ReferencePool, seconds: float = 90.0) -> rp.ReferencePool:
 def pool(monkeypatch):
     monkeypatch.setenv("MAMBALAB_REFERENCE_POOL", "1")
     p = _ready(rp.ReferencePool())
+    monkeypatch.setattr(rp, "GRACE_S", 60.0)  # answers are waited for here (a busy test machine): see test_a_late
     monkeypatch.setattr(R, "_POOL", p)  # reference_submit and the memo ask this one
     R.clear_reference_memo()
     yield p
@@ -53,6 +54,7 @@ def test_the_worker_answers_what_this_process_computes_bit_for_bit(pool):
         eng = Engine(wl.cfg, BugConfig())
         mkey = R.model_key(eng.model)
         assert R.reference_submit(eng, wl, mkey) == len(_requests(wl))
+        assert pool.wait(60)
         for prompt, max_tokens in _requests(wl):
             n = R._reference_length(eng, prompt, max_tokens)
             got = pool.take((mkey, f"greedy {n}", tuple(prompt)))
@@ -149,6 +151,7 @@ def test_a_dead_worker_leaves_the_reference_to_this_process(pool):
         assert R.reference_submit(eng, wl, mkey) > 0
     finally:
         pool.proc.kill()
+    pool.proc.wait()
     prompt, max_tokens = _requests(wl)[0]
     t = time.monotonic()
     got = R.reference_output(eng, prompt, max_tokens, mkey)
@@ -168,3 +171,31 @@ def test_disabled_by_the_environment(monkeypatch):
     monkeypatch.setenv("MAMBALAB_REFERENCE_POOL", "0")
     p = rp.ReferencePool()
     assert not p.start() and p.proc is None and not p.usable()
+
+
+def test_a_late_worker_is_not_waited_for(pool, monkeypatch):
+    """A worker starved of CPU (here: stopped) costs one grace, then nothing: the caller computes, and the
+    late answers are dropped when they come."""
+    monkeypatch.setattr(rp, "GRACE_S", 0.05)
+    wl = scenarios.move_row_stale_source(6)
+    eng = Engine(wl.cfg, BugConfig())
+    mkey = R.model_key(eng.model)
+    os.kill(pool.proc.pid, signal.SIGSTOP)
+    try:
+        assert R.reference_submit(eng, wl, mkey) == len(_requests(wl))
+        waits = []
+        for prompt, max_tokens in _requests(wl):
+            t = time.monotonic()
+            got = R.reference_output(eng, prompt, max_tokens, mkey)
+            waits.append(time.monotonic() - t)
+            assert got == eng.model.greedy_ref(prompt, R._reference_length(eng, prompt, max_tokens))
+    finally:
+        os.kill(pool.proc.pid, signal.SIGCONT)
+    assert sum(waits) < 2.0 and pool.served == 0
+    # the late answers are dropped on arrival: a job asked after them is answered after them
+    wl7 = scenarios.move_row_stale_source(7)
+    eng7 = Engine(wl7.cfg, BugConfig())
+    key7 = R.model_key(eng7.model)
+    assert R.reference_submit(eng7, wl7, key7) > 0 and pool.wait(60)
+    assert pool._done and {k[0] for k in pool._done} == {key7}
+    assert pool.broken is None and pool.usable()  # the worker stays, for the next knob change

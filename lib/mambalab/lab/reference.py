@@ -117,17 +117,19 @@ def reference_submit(engine: Engine, workload, model_key: str) -> int:
     sent. Nothing is sent when the pool is not usable (not started or ready yet, another code here, CUDA) or
     the engine has a drafter (its ``greedy_ref`` calls continue from the states the reference leaves here).
     Whatever is not sent is computed here when it is needed, as before."""
-    if engine.drafter is not None or not _POOL.usable():
+    if engine.drafter is not None:
         return 0
-    sent = 0
+    todo = []
     for step in sorted(workload.events):
         for ev in workload.events[step]:
-            prompt = list(getattr(ev, "prompt", ()))
+            prompt = tuple(getattr(ev, "prompt", ()))
             if prompt and hasattr(ev, "max_tokens"):
-                n = _reference_length(engine, prompt, ev.max_tokens)
-                if not _MEMO.has(model_key, f"greedy {n}", tuple(prompt)):
-                    sent += _POOL.submit(engine.model, model_key, tuple(prompt), n)
-    return sent
+                n = _reference_length(engine, list(prompt), ev.max_tokens)
+                if not _MEMO.has(model_key, f"greedy {n}", prompt):
+                    todo.append((prompt, n))
+    if not todo or not _POOL.usable():  # (the code check only where something would be sent)
+        return 0
+    return sum(_POOL.submit(engine.model, model_key, prompt, n) for prompt, n in todo)
 
 
 def _reference_and_state(engine: Engine, prompt: list[int], max_tokens: int, model_key: str) -> None:

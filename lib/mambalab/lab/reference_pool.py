@@ -40,7 +40,7 @@ from pathlib import Path
 from mambalab.lab.reference_worker import MAX_MODELS, code_fingerprint, recv, send
 
 MISSING = object()
-WAIT_S = 30.0  # the longest a caller waits for an answer before computing it itself (and giving up the worker)
+GRACE_S = 0.02  # the longest a caller waits for an answer still on its way before computing it itself
 
 
 def enabled() -> bool:
@@ -73,6 +73,7 @@ class ReferencePool:
         self._pending: dict[tuple, int] = {}  # greedy memo key -> job id
         self._done: dict[tuple, object] = {}  # memo key -> answer (greedy tokens, or a final state)
         self._generation = 0
+        self._late = False  # an answer did not come in time since the last submit: do not wait again
         self._checked: tuple | None = None  # the namespaces as they were when the fingerprints last matched
         self.sent = self.served = 0
 
@@ -219,6 +220,7 @@ class ReferencePool:
         """Ask for ``greedy_ref(prompt, n)`` (and the final state after it) of ``model``, whose memo key is
         ``mkey``; False when not sent (the caller computes it when it needs it)."""
         key = (mkey, f"greedy {n}", prompt)
+        self._late = False
         if key in self._pending or key in self._done:
             return True
         if self._send is None or self.broken is not None:
@@ -242,19 +244,34 @@ class ReferencePool:
         self.sent += 1
         return True
 
+    def wait(self, timeout: float) -> bool:
+        """Wait until every job asked has been answered (tests; True when none is left)."""
+        deadline = time.monotonic() + timeout
+        while self._pending and self._recv is not None and time.monotonic() < deadline:
+            self.poll(min(0.1, max(0.0, deadline - time.monotonic())))
+        return not self._pending
+
     def take(self, key: tuple):
-        """The answer for a reference memo key, waiting for it if it was asked for; :data:`MISSING` when it
-        was not (or the worker failed: the caller computes it)."""
-        if key not in self._done:
+        """The answer for a reference memo key, if it was asked for and comes within :data:`GRACE_S` (none
+        after one that did not, until the next :meth:`submit`); else :data:`MISSING` (the caller computes
+        it, and the worker's late answer is dropped). A busy machine that starves the worker costs at most
+        one grace per knob change, never a wait for it."""
+        if key not in self._done and self._recv is not None:
             mkey = key[0]
-            deadline = time.monotonic() + WAIT_S
-            while self._recv is not None and (key in self._pending or (
-                    key[1] == "state" and any(k[0] == mkey for k in self._pending))):
+            state = key[1] == "state"
+            deadline = time.monotonic() + (0.0 if self._late else GRACE_S)
+            while True:
+                self.poll()
+                if key in self._done or self._recv is None or not (
+                        key in self._pending or (state and any(k[0] == mkey for k in self._pending))):
+                    break
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self._give_up(f"no answer in {WAIT_S:.0f} s")
+                    self._late = True
+                    for k in [k for k in self._pending if k == key or (state and k[0] == mkey)]:
+                        self._jobs.pop(self._pending.pop(k), None)
                     break
-                self.poll(min(left, 0.5))  # a worker that died closes its pipe: poll gives it up
+                self.poll(left)
         if key in self._done:
             self.served += 1
             return self._done.pop(key)

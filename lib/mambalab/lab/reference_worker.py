@@ -185,9 +185,14 @@ def serve(inbox, outbox) -> None:
 def main(argv: list[str]) -> int:
     from multiprocessing.connection import Connection
 
+    import os
+
+    try:
+        os.nice(10)  # a busy machine gives the caller's engine the core first (its start-up included)
+    except (AttributeError, OSError):
+        pass
     inbox = Connection(int(argv[0]), writable=False)
     outbox = Connection(int(argv[1]), readable=False)
-    import os
 
     import torch
 
