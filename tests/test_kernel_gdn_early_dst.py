@@ -15,26 +15,13 @@ from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
 from mambalab.lab.bugs import BugConfig
 
 from test_kernel_gated_delta_rule import _gen
-from test_kernel_gdn_prologue import STATE_DTYPES, _same
+from test_kernel_gdn_prologue import STATE_DTYPES, _same, general_kernel_launches
 from test_kernel_gdn_spec_stream import _check, _spec_case
 
 
 @pytest.fixture
 def launched(monkeypatch):
-    """The general kernel at every batch, one head a program; returns its launches' EARLY_DST."""
-    monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
-    monkeypatch.setattr(gdn, "STREAM", {})
-    monkeypatch.setattr(gdn, "SPEC_STREAM", {})
-    seen = []
-    real = gdn.sanitizer.launch
-
-    def spy(kernel, grid, *args, **kwargs):
-        seen.append((kernel, kwargs.get("EARLY_DST", False)))
-        return real(kernel, grid, *args, **kwargs)
-
-    monkeypatch.setattr(gdn.sanitizer, "launch", spy)
-    return seen
+    return general_kernel_launches(monkeypatch, "EARLY_DST")
 
 
 @pytest.mark.parametrize("dtype,state_dtype", STATE_DTYPES)

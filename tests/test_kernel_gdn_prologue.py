@@ -25,9 +25,9 @@ STATE_DTYPES = [
 ]
 
 
-@pytest.fixture
-def launched(monkeypatch):
-    """The general kernel at every batch, one head a program; returns its launches' EARLY_INDEX."""
+def general_kernel_launches(monkeypatch, switch: str) -> list:
+    """The general kernel at every batch, one head a program (as on a GPU, the streaming kernels off); returns
+    ``(kernel, its launch's value of the constexpr switch)`` for every launch."""
     monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
     monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
     monkeypatch.setattr(gdn, "STREAM", {})
@@ -36,11 +36,16 @@ def launched(monkeypatch):
     real = gdn.sanitizer.launch
 
     def spy(kernel, grid, *args, **kwargs):
-        seen.append((kernel, kwargs.get("EARLY_INDEX", False)))
+        seen.append((kernel, kwargs.get(switch, False)))
         return real(kernel, grid, *args, **kwargs)
 
     monkeypatch.setattr(gdn.sanitizer, "launch", spy)
     return seen
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    return general_kernel_launches(monkeypatch, "EARLY_INDEX")
 
 
 def _both(monkeypatch, args, pool, kw, size, bugs=FIXED):
