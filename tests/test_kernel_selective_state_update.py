@@ -286,8 +286,11 @@ def test_launch_rule_for_real_shapes(monkeypatch):
     # measured on an H200 against vLLM 0.33 (docs/benchmarks.md): one warp, 16-row tiles from batch 16
     assert big_fp32 == LaunchConfig(16, 1)
     assert big_bf16 == LaunchConfig(16, 1)
-    small = choose_launch_config(128, 64, 128, 8, torch.float32, dev)
-    assert small == LaunchConfig(4, 1)  # fp32 at batch <= 8: the most programs (latency-bound)
+    small = choose_launch_config(128, 64, 128, 4, torch.float32, dev)
+    assert small == LaunchConfig(4, 1)  # fp32 below batch 8: the most programs (latency-bound)
+    # from batch 8 the big tiles (call 66): 16 rows, 8 with fp32 activations
+    assert choose_launch_config(128, 64, 128, 8, torch.float32, dev) == LaunchConfig(16, 1)
+    assert choose_launch_config(128, 64, 128, 8, torch.float32, dev, activation_size=4) == LaunchConfig(8, 1)
     assert choose_launch_config(128, 64, 128, 8, torch.bfloat16, dev) == LaunchConfig(16, 1)
     # fp32 state with fp32 activations (x, B, C, z): 8 rows
     assert choose_launch_config(128, 64, 128, 64, torch.float32, dev, activation_size=4) == LaunchConfig(8, 1)

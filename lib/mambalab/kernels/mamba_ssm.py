@@ -290,9 +290,8 @@ class LaunchConfig:
 # more loads in flight per SM than fewer wide ones. Rows of the head dim per program (BLOCK_M):
 #
 #   one token a request, A/dt per head (mamba_mixer2's decode call, "tied"):
-#       fp32 state: 4 rows while requests x heads < SMALL_EFFECTIVE_BATCH (batch <= 8 at 128 heads:
-#                   latency-bound, the most programs win), else 16 rows (90-92% of copy from batch 64)
-#       bf16 state: 16 rows (one 4 KiB tile a program)
+#       fp32 state: 4 rows while requests x heads < SMALL_EFFECTIVE_BATCH (batch < 8 at 128 heads: latency-bound,
+#                   the most programs win), else 16 rows (90-92% of copy from 64); bf16 state: 16 rows (4 KiB)
 #   several tokens a request (speculative decoding, varlen): fp32 8 rows, bf16 16 rows
 #   A/dt per element ("untied": a full A tile and one exp per element, more registers): UNTIED_BLOCK_M
 BLOCK_M_TIED = {4: 16, 2: 16}
@@ -307,13 +306,14 @@ BLOCK_M_MULTI_TOKEN = {4: 8, 2: 16}
 BLOCK_M_MULTI_TOKEN_SMALL = {4: 8, 2: 16}
 BLOCK_M_MULTI_TOKEN_TINY, MULTI_TOKEN_TINY = {4: 4, 2: 4}, 128
 UNTIED_BLOCK_M = {4: 4, 2: 8}
-# A/dt per element, requests x heads < SMALL_EFFECTIVE_BATCH: fp32 4 rows (H200, calls 60-61, beside vLLM: batch 2 /
-# 4 / 9 0.909 / 0.908-0.914 / 0.926 -> 0.965 / 0.982-0.987 / 0.989x over 2 rows; batch 1 0.886-0.964x either way, run
-# to run; batch 8 takes mamba_ssm_untied's 2-row tiles); bf16 8 rows (2 / 4 / 16 slower).
+# A/dt per element, small: fp32 4 rows (H200, calls 60-61, beside vLLM: batch 2 / 4 / 9 0.909 / 0.91 / 0.926 -> 0.965 /
+# 0.98-0.99 / 0.989x over 2 rows; batch 1 0.886-0.964x either way); bf16 8 rows (2 / 4 / 16 slower).
 UNTIED_BLOCK_M_SMALL = {4: 4, 2: 8}
 UNTIED_NUM_WARPS = {4: 1, 2: 1}  # warps a program, A/dt per element (not SMALL), by state element size
 BLOCK_M_TIED_FP32_ACTIVATIONS = 8  # fp32 state and activations: 1.02x faster than 16 rows (H200, batch 64-512)
-SMALL_EFFECTIVE_BATCH, NUM_WARPS = 16 * 128, 1  # requests x heads below which fp32 takes the small tile; warps
+# fp32 takes the small tile below SMALL_EFFECTIVE_BATCH requests x heads: 8 x 128 since call 66 (H200, beside vLLM, batch
+# 8 / 9 / 12, bf16 / fp32 act: 0.993 / 0.991 / 0.996 -> 1.000 / 1.025 / 1.024x, 0.992 / 1.000 / 0.995 -> 1.032 / 1.040 / 1.029x).
+SMALL_EFFECTIVE_BATCH, NUM_WARPS = 8 * 128, 1
 # The early state load (``early_state_load``: indices and state read before PDL's wait), on an H200 beside vLLM
 # (docs/results/issue14-call15-ab-early.txt, A/B interleaved): a gain only while the launch is a latency-bound
 # chain, so up to these request x heads (128 heads: batch 4 one token, 8 speculative); A/dt per element: never
