@@ -75,7 +75,7 @@ class ReferencePool:
         self._generation = 0
         self._late = False  # an answer did not come in time since the last submit: do not wait again
         self._checked: tuple | None = None  # the namespaces as they were when the fingerprints last matched
-        self.sent = self.served = 0
+        self.sent = self.served = self.late = 0
 
     # -- life ------------------------------------------------------------------------------------
     def start(self) -> bool:
@@ -104,6 +104,10 @@ class ReferencePool:
             if self.proc is not None:
                 os.close(to_r)
                 os.close(from_w)
+        try:  # at once, before the worker imports torch: it runs only on a core nothing else wants (Linux)
+            os.sched_setscheduler(self.proc.pid, os.SCHED_IDLE, os.sched_param(0))
+        except (AttributeError, OSError):
+            pass
         self._send = Connection(to_w, readable=False)
         self._recv = Connection(from_r, writable=False)
         return True
@@ -216,9 +220,11 @@ class ReferencePool:
     def pending(self, key: tuple) -> bool:
         return key in self._pending
 
-    def submit(self, model, mkey: str, prompt: tuple, n: int) -> bool:
-        """Ask for ``greedy_ref(prompt, n)`` (and the final state after it) of ``model``, whose memo key is
-        ``mkey``; False when not sent (the caller computes it when it needs it)."""
+    def submit(self, model, mkey: str, prompt: tuple, n: int, with_state: bool = False) -> bool:
+        """Ask for ``greedy_ref(prompt, n)`` of ``model``, whose memo key is ``mkey`` (``with_state``: and the
+        final state after it, which only a verdict reads: by default left to this process, so that the worker's
+        burst beside the engine is as short as it can be, this machine's two cores slowing each other down
+        while both run); False when not sent (the caller computes it when it needs it)."""
         key = (mkey, f"greedy {n}", prompt)
         self._late = False
         if key in self._pending or key in self._done:
@@ -235,7 +241,7 @@ class ReferencePool:
             else:
                 self._models.move_to_end(mkey)
             self._next += 1
-            send(self._send, ("job", self._next, mkey, prompt, n))
+            send(self._send, ("job", self._next, mkey, prompt, n, with_state))
         except (OSError, pickle.PicklingError, TypeError, AttributeError) as e:
             self._give_up(f"could not send: {type(e).__name__}: {e}")
             return False
@@ -268,6 +274,7 @@ class ReferencePool:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self._late = True
+                    self.late += 1
                     for k in [k for k in self._pending if k == key or (state and k[0] == mkey)]:
                         self._jobs.pop(self._pending.pop(k), None)
                     break

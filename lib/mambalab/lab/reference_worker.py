@@ -7,8 +7,8 @@ time and in the order asked:
 
 * ``("model", key, pickled model)``: a model to compute with (the very weights of the caller's model; kept
   by key, the :data:`MAX_MODELS` last);
-* ``("job", job_id, key, prompt, n)``: ``greedy_ref(prompt, n)`` of that model, and ``forward_ref``'s final
-  state after ``prompt + reference[:-1]``, exactly what :func:`mambalab.lab.reference.reference_output` and
+* ``("job", job_id, key, prompt, n, with_state)``: ``greedy_ref(prompt, n)`` of that model, and (asked
+  for) ``forward_ref``'s final state after ``prompt + reference[:-1]``, exactly what :func:`mambalab.lab.reference.reference_output` and
   :func:`~mambalab.lab.reference.reference_final_state` compute in the caller's process; answered
   ``("done", job_id, reference, state)`` or ``("error", job_id, text)``.
 
@@ -164,7 +164,7 @@ def serve(inbox, outbox) -> None:
             while len(models) > MAX_MODELS:
                 models.popitem(last=False)
         elif msg[0] == "job":
-            _, job, key, prompt, n = msg
+            _, job, key, prompt, n, with_state = msg
             model = models.get(key)
             if model is None:
                 send(outbox, ("error", job, "unknown model"))
@@ -173,7 +173,7 @@ def serve(inbox, outbox) -> None:
             try:
                 ref = tuple(model.greedy_ref(list(prompt), n))
                 state = None
-                if ref:
+                if ref and with_state:
                     state = {k: v.clone() for k, v in model.forward_ref(list(prompt) + list(ref[:-1]))[1].items()}
                 send(outbox, ("done", job, ref, state))
             except Exception as e:  # noqa: BLE001 - the caller computes it itself
@@ -187,18 +187,24 @@ def main(argv: list[str]) -> int:
 
     import os
 
-    try:
-        os.nice(10)  # a busy machine gives the caller's engine the core first (its start-up included)
+    try:  # a busy machine gives the caller's engine the core first (this start-up included): Linux's idle
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # class runs only on a core nothing wants
     except (AttributeError, OSError):
-        pass
+        try:
+            os.nice(19)
+        except (AttributeError, OSError):
+            pass
     inbox = Connection(int(argv[0]), writable=False)
     outbox = Connection(int(argv[1]), readable=False)
 
     import torch
 
     torch.set_num_threads(int(argv[2]))
-    send(outbox, ("ready", os.getpid(), code_fingerprint(reference_modules()), torch.get_num_threads()))
-    serve(inbox, outbox)
+    try:
+        send(outbox, ("ready", os.getpid(), code_fingerprint(reference_modules()), torch.get_num_threads()))
+        serve(inbox, outbox)
+    except (BrokenPipeError, EOFError, OSError):  # the caller exited or closed its end: nothing to answer
+        pass
     return 0
 
 
