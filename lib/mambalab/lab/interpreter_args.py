@@ -23,7 +23,8 @@ work is ~60% frontend, of which these were ~3% and ~1-2%. Two pieces, each keyed
 
 Installed only on the interpreter, with the sanitizer's hooks (``interpreter_cache.install``), and only
 where ``GridExecutor.__call__`` has the expected shape; the interpreter module's ``inspect`` becomes a
-module that answers ``getcallargs`` from the memo and everything else from ``inspect`` itself.
+module that answers ``getcallargs`` from the memo (and ``getfullargspec`` / ``getmembers`` from
+``lab/interpreter_inspect.py``'s) and everything else from ``inspect`` itself.
 ``MAMBALAB_INTERPRETER_ARGS=0`` leaves them out. Tested call for call against Triton's and inspect's own
 functions (``tests/test_interpreter_args.py``).
 """
@@ -35,6 +36,8 @@ import os
 import re
 import types
 from typing import Any
+
+from mambalab.lab import interpreter_inspect
 
 _ORIGINALS: dict[str, Any] = {}
 _SPECS: dict[int, tuple] = {}  # id(fn) -> (fn, code, defaults, names, frozenset(names), n_required)
@@ -129,6 +132,9 @@ class _Inspect(types.ModuleType):
 
 _PROXY = _Inspect("inspect")
 _PROXY.getcallargs = _getcallargs
+# getfullargspec (the executor's keyword filter) and getmembers (_patch_builtin) from memos too
+_PROXY.getfullargspec = interpreter_inspect.getfullargspec
+_PROXY.getmembers = interpreter_inspect.getmembers
 _USABLE: dict[int, bool] = {}
 
 
