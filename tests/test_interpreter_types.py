@@ -221,3 +221,67 @@ def test_a_create_splat_that_reads_more_than_the_shape_gets_triton_s_path(monkey
     monkeypatch.setattr(type(interp.interpreter_builder), "create_splat",
                         lambda self, ret_ty, arg: (ret_ty.shape, ret_ty.element_ty))
     assert not interpreter_types._create_splat_reads_shape_only(interp.interpreter_semantic)
+
+
+def _binary_operands():
+    f32 = lambda v, shape=None: _handle_tensor(v, tl.float32, shape)  # noqa: E731
+    i32 = lambda v, shape=None: _handle_tensor(v, tl.int32, shape)  # noqa: E731
+    f16 = lambda v, shape=None: _handle_tensor(v, tl.float16, shape)  # noqa: E731
+    ptr = _handle_tensor(64, tl.pointer_type(tl.float32), (2, 4))
+    return [
+        (f32(1.0, (2, 4)), f32(2.0, (2, 4))), (f32(1.0), f32(2.0)), (i32(3, (2, 4)), i32(5, (2, 4))),
+        (f16(1.0, (2, 4)), f16(2.0, (2, 4))), (f32(1.0, (2, 4)), i32(2, (2, 4))), (i32(1, (2, 4)), f16(2.0)),
+        (f32(1.0, (2, 4)), f32(2.0, (4, 2))), (f32(1.0, (1, 4)), f32(2.0, (2, 4))), (f32(1.0, (2, 4)), 3),
+        (7, i32(1, (2, 4))), (ptr, i32(1, (2, 4))), (i32(1, (2, 4)), ptr), (ptr, ptr),
+        (i32(1, (2, 4)), _u32((2, 4))),  # div_or_mod: Triton refuses, unless arithmetic_check is off
+    ]
+
+
+def _u32(shape):
+    import numpy as np
+    from triton.runtime.interpreter import TensorHandle
+
+    return tl.tensor(TensorHandle(np.full(shape, 3, dtype=np.uint32), tl.uint32), tl.block_type(tl.uint32, list(shape)))
+
+
+@pytest.mark.parametrize("i", range(14))
+@pytest.mark.parametrize("flags", [(False, False, True, False), (True, True, True, False), (False, False, True, True),
+                                   (True, False, False, False), (False, False, False, False),
+                                   (False, False, False, True)])
+def test_binary_op_type_checking_answers_as_triton_s(memos, i, flags):
+    """Two tensors already of the computation type skip the pointer checks and the casts; everything the
+    function answers (the same objects where Triton returns its operands, types attribute by attribute,
+    handles byte for byte, errors by type and message) is Triton's, for every operand pair and flag."""
+    import numpy as np
+
+    sem = memos
+    assert "binary" in interpreter_types._ORIGINALS
+    lhs, rhs = _binary_operands()[i]
+
+    def call(fn):
+        try:
+            return "ok", fn(sem, lhs, rhs, *flags)
+        except Exception as e:  # noqa: BLE001 - compared below
+            return "raise", (type(e), str(e))
+
+    ours = call(lambda s, *a: s.binary_op_type_checking_impl(*a))
+    theirs = call(interpreter_types._ORIGINALS["binary"])
+    assert ours[0] == theirs[0], (ours, theirs)
+    if ours[0] == "raise":
+        assert ours[1] == theirs[1]
+        return
+    for a, b, given in zip(ours[1], theirs[1], (lhs, rhs)):
+        assert (a is given) == (b is given)
+        assert _attrs(a.type) == _attrs(b.type) if isinstance(a.type, tl.block_type) else a.type == b.type
+        assert a.handle.dtype == b.handle.dtype and np.array_equal(a.handle.data, b.handle.data)
+
+
+def test_binary_op_type_checking_takes_its_short_path(memos, monkeypatch):
+    """Same-type tensors never reach Triton's function (the pointer checks and casts skipped)."""
+    sem = memos
+    seen = []
+    monkeypatch.setitem(interpreter_types._ORIGINALS, "binary", lambda *a: seen.append(a) or (a[1], a[2]))
+    a, b = _handle_tensor(1.0, tl.float32, (2, 4)), _handle_tensor(2.0, tl.float32, (2, 4))
+    assert sem.binary_op_type_checking_impl(a, b) == (a, b) and not seen
+    sem.binary_op_type_checking_impl(a, _handle_tensor(2, tl.int32, (2, 4)))
+    assert len(seen) == 1

@@ -139,6 +139,22 @@ def _broadcast_impl_value(self, lhs, rhs):
     return _ORIGINALS["broadcast"](self, lhs, rhs)
 
 
+def _binary_op_type_checking_impl(self, lhs, rhs, allow_lhs_ptr=False, allow_rhs_ptr=False, arithmetic_check=True,
+                                  div_or_mod=False):
+    """Triton's, less the steps that change nothing where both operands are tensors (no ``numbers.Number``:
+    checked at install) of non-pointer element types each already of the computation type: the pointer
+    checks pass, both casts return their input; the computation type and the broadcast are still asked
+    (the same calls, so what raises still raises). Every other case runs Triton's own code."""
+    tensor = _TL.tensor
+    if arithmetic_check and _builtin_type(lhs) is tensor and _builtin_type(rhs) is tensor:
+        lt, rt = lhs.type.scalar, rhs.type.scalar
+        if not lt.is_ptr() and not rt.is_ptr():
+            ret = self.computation_type_impl(lhs.dtype, False, rhs.dtype, False, div_or_mod).scalar
+            if lt == ret and rt == ret:
+                return self.broadcast_impl_value(lhs, rhs)
+    return _ORIGINALS["binary"](self, lhs, rhs, allow_lhs_ptr, allow_rhs_ptr, arithmetic_check, div_or_mod)
+
+
 def _splat(self, value, value_ty, block_ty):
     """Triton's ``make_shape_compatible(block, scalar)``: ``value`` splat to ``block_ty``'s shape. Triton
     passes the interpreter builder's ``create_splat`` the block type lowered with ``to_ir``, of which it
@@ -183,6 +199,7 @@ def install(interp: Any) -> None:
     if semantic is None or not all(callable(getattr(cls, n, None))
                                    for n in ("computation_type_impl", "broadcast_impl_value")):
         return
+    import numbers
     _TL, _SEMANTIC = tl, semantic
     global _SCALAR_TYPES, _SPLAT_READS_SHAPE_ONLY
     _SCALAR_TYPES = (tl.dtype, tl.pointer_type)
@@ -195,6 +212,43 @@ def install(interp: Any) -> None:
     tl.tensor.__init__ = _tensor_init
     semantic.computation_type_impl = types.MethodType(_computation_type_impl, semantic)
     semantic.broadcast_impl_value = types.MethodType(_broadcast_impl_value, semantic)
+    if _binary_op_shaped(cls) and not issubclass(tl.tensor, numbers.Number):
+        _ORIGINALS["binary"] = cls.binary_op_type_checking_impl
+        semantic.binary_op_type_checking_impl = types.MethodType(_binary_op_type_checking_impl, semantic)
+
+
+_BINARY_CHECKED: dict[int, tuple] = {}
+
+
+def _binary_op_shaped(cls) -> bool:
+    """Whether Triton's ``binary_op_type_checking_impl`` has the shape the fast path assumes (3.6-3.9):
+    the scalar checks, both pointer checks, the computation type with both casts, then the broadcast."""
+    import inspect
+
+    fn = getattr(cls, "binary_op_type_checking_impl", None)
+    known = _BINARY_CHECKED.get(id(fn))
+    if known is not None and known[0] is fn:
+        return known[1]
+    try:
+        flat = "".join(inspect.getsource(fn).split())
+    except (OSError, TypeError):
+        flat = ""
+    need = ("lhs_sca_ty=self.to_tensor_type(lhs)iflhs_is_scalarelselhs.dtype",
+            "self.check_ptr_type_impl(lhs_sca_ty,rhs_sca_ty,allow_lhs_ptr)",
+            "self.check_ptr_type_impl(rhs_sca_ty,lhs_sca_ty,allow_rhs_ptr)",
+            "ifarithmetic_checkandnotlhs_sca_ty.is_ptr()andnotrhs_sca_ty.is_ptr():",
+            "ret_sca_ty=self.computation_type_impl(lhs_sca_ty,lhs_is_scalar,rhs_sca_ty,rhs_is_scalar,div_or_mod)",
+            "lhs=self._cast_to_computation_type(lhs,ret_sca_ty)",
+            "lhs,rhs=self.broadcast_impl_value(lhs,rhs)returnlhs,rhs")
+    cast = getattr(cls, "_cast_to_computation_type", None)
+    try:
+        cast_flat = "".join(inspect.getsource(cast).split()) + "".join(inspect.getsource(cls.cast).split())
+    except (OSError, TypeError):
+        cast_flat = ""
+    ok = (all(n in flat for n in need) and "returnself.cast(value,dtype)" in cast_flat
+          and "ifsrc_sca_ty==dst_sca_ty:returninput" in cast_flat)
+    _BINARY_CHECKED[id(fn)] = (fn, ok)
+    return ok
 
 
 def uninstall() -> None:
@@ -204,7 +258,7 @@ def uninstall() -> None:
     tl, semantic = _TL, _SEMANTIC
     tl.block_type.__init__ = _ORIGINALS.pop("block_type")
     tl.tensor.__init__ = _ORIGINALS.pop("tensor")
-    for name in ("computation_type_impl", "broadcast_impl_value"):
+    for name in ("computation_type_impl", "broadcast_impl_value", "binary_op_type_checking_impl"):
         semantic.__dict__.pop(name, None)
     _ORIGINALS.clear()
 
