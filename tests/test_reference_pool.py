@@ -201,3 +201,22 @@ def test_a_late_worker_is_not_waited_for(pool, monkeypatch):
     assert R.reference_submit(eng7, wl7, key7) > 0 and pool.wait(60)
     assert pool._done and {k[0] for k in pool._done} == {key7}
     assert pool.broken is None and pool.usable()  # the worker stays, for the next knob change
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's scheduling classes")
+def test_the_worker_starts_in_the_idle_class_and_serves_at_normal_priority(monkeypatch):
+    """Its start-up (torch's import, ~2 s CPU) runs only on a core nothing else wants, so it never slows the
+    engine beside it; once ready its short jobs run at the normal priority (else a busy core starves them)."""
+    monkeypatch.setenv("MAMBALAB_REFERENCE_POOL", "1")
+    p = rp.ReferencePool()
+    try:
+        assert p.start()
+        assert os.sched_getscheduler(p.proc.pid) == os.SCHED_IDLE
+        _ready(p)
+        import resource
+
+        if os.geteuid() != 0 and resource.getrlimit(resource.RLIMIT_NICE)[0] < 20:
+            pytest.skip("this user may not leave the idle class (RLIMIT_NICE): it serves from there")
+        assert os.sched_getscheduler(p.proc.pid) == os.SCHED_OTHER
+    finally:
+        p.close()

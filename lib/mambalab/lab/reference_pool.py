@@ -40,7 +40,7 @@ from pathlib import Path
 from mambalab.lab.reference_worker import MAX_MODELS, code_fingerprint, recv, send
 
 MISSING = object()
-GRACE_S = 0.02  # the longest a caller waits for an answer still on its way before computing it itself
+GRACE_S = 0.005  # the longest a caller waits for an answer still on its way before computing it itself
 
 
 def enabled() -> bool:

@@ -200,8 +200,14 @@ def main(argv: list[str]) -> int:
     import torch
 
     torch.set_num_threads(int(argv[2]))
+    fingerprint = code_fingerprint(reference_modules())
+    try:  # started: its jobs are short bursts beside the engine, served at the normal priority where allowed
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except (AttributeError, OSError):
+        pass
     try:
-        send(outbox, ("ready", os.getpid(), code_fingerprint(reference_modules()), torch.get_num_threads()))
+        send(outbox, ("ready", os.getpid(), fingerprint, torch.get_num_threads()))
         serve(inbox, outbox)
     except (BrokenPipeError, EOFError, OSError):  # the caller exited or closed its end: nothing to answer
         pass
