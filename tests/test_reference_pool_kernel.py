@@ -14,7 +14,9 @@ pytestmark = pytest.mark.skipif(DEVICE_TYPE != "cpu", reason="the pool serves th
 CODE = textwrap.dedent("""
     import time
     from mambalab.widgets import bug_panel, clear_caches
+    from mambalab.lab import reference_pool
     from mambalab.lab.reference_pool import POOL
+    reference_pool.START_IDLE = False  # xdist keeps the cores busy: an idle-class start-up would wait for one
     p = bug_panel("move-row-stale-source", auto_verdict=False)
     for _ in range(4):
         p.step_button.click()

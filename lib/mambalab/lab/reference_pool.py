@@ -41,6 +41,9 @@ from mambalab.lab.reference_worker import MAX_MODELS, code_fingerprint, recv, se
 
 MISSING = object()
 GRACE_S = 0.005  # the longest a caller waits for an answer still on its way before computing it itself
+# The worker's start-up in Linux's idle class (a panel's: it must never slow the engine). Off, it starts at the normal
+# priority: the tests of its answers, whose fixture waits for it on a machine whose cores xdist keeps busy.
+START_IDLE = True
 
 
 def enabled() -> bool:
@@ -93,7 +96,8 @@ class ReferencePool:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "mambalab.lab.reference_worker", str(to_r), str(from_w),
-                 str(torch.get_num_threads())], pass_fds=(to_r, from_w), env=env, stdin=subprocess.DEVNULL,
+                 str(torch.get_num_threads()), "idle" if START_IDLE else "normal"], pass_fds=(to_r, from_w),
+                env=env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL)
         except OSError as e:
             self.broken = f"could not start: {e}"
@@ -105,7 +109,8 @@ class ReferencePool:
                 os.close(to_r)
                 os.close(from_w)
         try:  # at once, before the worker imports torch: it runs only on a core nothing else wants (Linux)
-            os.sched_setscheduler(self.proc.pid, os.SCHED_IDLE, os.sched_param(0))
+            if START_IDLE:
+                os.sched_setscheduler(self.proc.pid, os.SCHED_IDLE, os.sched_param(0))
         except (AttributeError, OSError):
             pass
         self._send = Connection(to_w, readable=False)

@@ -187,13 +187,14 @@ def main(argv: list[str]) -> int:
 
     import os
 
-    try:  # a busy machine gives the caller's engine the core first (this start-up included): Linux's idle
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # class runs only on a core nothing wants
-    except (AttributeError, OSError):
-        try:
-            os.nice(19)
+    if len(argv) < 4 or argv[3] == "idle":  # (reference_pool.START_IDLE)
+        try:  # a busy machine gives the caller's engine the core first (this start-up included): Linux's idle
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # class runs only on a core nothing wants
         except (AttributeError, OSError):
-            pass
+            try:
+                os.nice(19)
+            except (AttributeError, OSError):
+                pass
     inbox = Connection(int(argv[0]), writable=False)
     outbox = Connection(int(argv[1]), readable=False)
 
