@@ -99,16 +99,23 @@ def reference_final_state(engine: Engine, tokens: list[int], model_key: str) -> 
     return {k: v.clone() for k, v in st.items()}
 
 
+def _requests(workload):
+    """Each request of ``workload`` (an event with a prompt and ``max_tokens``) as ``(prompt, max_tokens)``, in the
+    order the workload adds them."""
+    for step in sorted(workload.events):
+        for ev in workload.events[step]:
+            prompt = list(getattr(ev, "prompt", ()))
+            if prompt and hasattr(ev, "max_tokens"):
+                yield prompt, ev.max_tokens
+
+
 def reference_jobs(engine: Engine, workload, model_key: str):
     """One call per request of ``workload`` whose reference is not memoised yet: it computes the reference and,
     where there is one, the reference's final state after it (what :func:`judge` compares a kept final state
     with, when the request matches its reference). Work to do ahead of a verdict (idle time, a panel's build)."""
-    for step in sorted(workload.events):
-        for ev in workload.events[step]:
-            prompt = list(getattr(ev, "prompt", ()))
-            if prompt and hasattr(ev, "max_tokens") and not reference_memoised(engine, prompt, ev.max_tokens,
-                                                                                model_key):
-                yield lambda prompt=prompt, n=ev.max_tokens: _reference_and_state(engine, prompt, n, model_key)
+    for prompt, max_tokens in _requests(workload):
+        if not reference_memoised(engine, prompt, max_tokens, model_key):
+            yield lambda prompt=prompt, n=max_tokens: _reference_and_state(engine, prompt, n, model_key)
 
 
 def reference_submit(engine: Engine, workload, model_key: str) -> int:
@@ -119,14 +126,8 @@ def reference_submit(engine: Engine, workload, model_key: str) -> int:
     Whatever is not sent is computed here when it is needed, as before."""
     if engine.drafter is not None:
         return 0
-    todo = []
-    for step in sorted(workload.events):
-        for ev in workload.events[step]:
-            prompt = tuple(getattr(ev, "prompt", ()))
-            if prompt and hasattr(ev, "max_tokens"):
-                n = _reference_length(engine, list(prompt), ev.max_tokens)
-                if not _MEMO.has(model_key, f"greedy {n}", prompt):
-                    todo.append((prompt, n))
+    todo = [(tuple(prompt), _reference_length(engine, prompt, max_tokens)) for prompt, max_tokens in _requests(workload)
+            if not reference_memoised(engine, prompt, max_tokens, model_key)]
     if not todo or not _POOL.usable():  # (the code check only where something would be sent)
         return 0
     return sum(_POOL.submit(engine.model, model_key, prompt, n) for prompt, n in todo)
