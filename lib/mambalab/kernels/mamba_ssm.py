@@ -311,8 +311,8 @@ UNTIED_BLOCK_M = {4: 4, 2: 8}
 UNTIED_BLOCK_M_SMALL = {4: 4, 2: 8}
 UNTIED_NUM_WARPS = {4: 1, 2: 1}  # warps a program, A/dt per element (not SMALL), by state element size
 BLOCK_M_TIED_FP32_ACTIVATIONS = 8  # fp32 state and activations: 1.02x faster than 16 rows (H200, batch 64-512)
-# fp32 takes the small tile below SMALL_EFFECTIVE_BATCH requests x heads: 8 x 128 since call 66 (H200, beside vLLM, batch
-# 8 / 9 / 12, bf16 / fp32 act: 0.993 / 0.991 / 0.996 -> 1.000 / 1.025 / 1.024x, 0.992 / 1.000 / 0.995 -> 1.032 / 1.040 / 1.029x).
+# fp32's small tile below SMALL_EFFECTIVE_BATCH request x heads: 8 x 128 since call 66 (H200, vLLM's time over ours at
+# batch 8/9/12, bf16 act 0.993/0.991/0.996 -> 1.000/1.025/1.024x, fp32 act 0.992/1.000/0.995 -> 1.032/1.040/1.029x).
 SMALL_EFFECTIVE_BATCH, NUM_WARPS = 8 * 128, 1
 # The early state load (``early_state_load``: indices and state read before PDL's wait), on an H200 beside vLLM
 # (docs/results/issue14-call15-ab-early.txt, A/B interleaved): a gain only while the launch is a latency-bound

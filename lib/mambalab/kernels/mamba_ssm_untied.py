@@ -11,7 +11,7 @@ are bit-identical to the one-request kernel's. A padded row (the guard rejects i
 zero outputs, as there.
 
 Grid ``(cdiv(dim, BLOCK_M), requests // REQS, nheads)``; the launch rule takes it only where ``REQS`` divides the
-requests (:data:`mambalab.kernels.mamba_ssm.UNTIED_REQS`).
+requests (:data:`UNTIED_REQS`, :func:`untied_reqs`).
 """
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ def _ssu_untied_reqs_kernel(
             z_ptrs = z_ptr + tok * s_z_tok + pid_h * s_z_head + offs_m * s_z_dim
         else:
             z_ptrs = x_ptrs  # never dereferenced (HAS_Z is off)
-        state, out = _ssu_token(state.to(tl.float32), x_ptrs, B_ptr + tok * s_B_tok + group * s_B_group + offs_n * s_B_n,
+        state, out = _ssu_token(state.to(tl.float32), x_ptrs,
+                                B_ptr + tok * s_B_tok + group * s_B_group + offs_n * s_B_n,
                                 C_ptr + tok * s_C_tok + group * s_C_group + offs_n * s_C_n,
                                 dt_ptr + tok * s_dt_tok + pid_h * s_dt_head + offs_m * s_dt_dim, z_ptrs,
                                 A, dt_bias, D, mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
