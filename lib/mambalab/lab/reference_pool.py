@@ -27,17 +27,14 @@ computed in this process. It exits when this process closes its input (exit incl
 from __future__ import annotations
 
 import atexit
-import operator
 import os
 import pickle
 import subprocess
-import sys
 import time
-import types
 from collections import OrderedDict
-from pathlib import Path
 
-from mambalab.lab.reference_worker import MAX_MODELS, code_fingerprint, recv, send
+from mambalab.lab.reference_worker import MAX_MODELS
+from mambalab.lab.worker_process import CodeCheck, recv, send, spawn, stop
 
 MISSING = object()
 GRACE_S = 0.005  # the longest a caller waits for an answer still on its way before computing it itself
@@ -77,7 +74,7 @@ class ReferencePool:
         self._done: dict[tuple, object] = {}  # memo key -> answer (greedy tokens, or a final state)
         self._generation = 0
         self._late = False  # an answer did not come in time since the last submit: do not wait again
-        self._checked: tuple | None = None  # the namespaces as they were when the fingerprints last matched
+        self._code: CodeCheck | None = None
         self.sent = self.served = self.late = 0
 
     # -- life ------------------------------------------------------------------------------------
@@ -86,51 +83,18 @@ class ReferencePool:
         if self.proc is not None or self.broken is not None or not enabled():
             return self.proc is not None
         import torch
-        from multiprocessing.connection import Connection
 
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        env = dict(os.environ)
-        lib = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "mambalab.lab.reference_worker", str(to_r), str(from_w),
-                 str(torch.get_num_threads()), "idle" if START_IDLE else "normal"], pass_fds=(to_r, from_w),
-                env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL)
-        except OSError as e:
-            self.broken = f"could not start: {e}"
-            for fd in (to_r, to_w, from_r, from_w):
-                os.close(fd)
+        started = spawn("mambalab.lab.reference_worker", [str(torch.get_num_threads()),
+                                                          "idle" if START_IDLE else "normal"], start_idle=START_IDLE)
+        if isinstance(started, str):
+            self.broken = started
             return False
-        finally:
-            if self.proc is not None:
-                os.close(to_r)
-                os.close(from_w)
-        try:  # at once, before the worker imports torch: it runs only on a core nothing else wants (Linux)
-            if START_IDLE:
-                os.sched_setscheduler(self.proc.pid, os.SCHED_IDLE, os.sched_param(0))
-        except (AttributeError, OSError):
-            pass
-        self._send = Connection(to_w, readable=False)
-        self._recv = Connection(from_r, writable=False)
+        self.proc, self._send, self._recv = started
         return True
 
     def close(self) -> None:
         """Stop the worker (it exits when its input closes) and forget everything asked."""
-        if self._send is not None:
-            for c in (self._send, self._recv):
-                try:
-                    c.close()
-                except OSError:
-                    pass
-        if self.proc is not None:
-            try:
-                self.proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc, (self._send, self._recv))
         self.proc = self._send = self._recv = None
         self.ready = False
         self._models.clear()
@@ -195,31 +159,11 @@ class ReferencePool:
                 return False
         return self._code_matches()
 
-    def _namespaces(self) -> tuple:
-        mods = [sys.modules.get(n) for n in self.fingerprint]
-        spaces = [vars(m) for m in mods if m is not None]
-        spaces += [vars(v) for m in mods if m is not None for v in list(vars(m).values())
-                   if isinstance(v, type) and v.__module__ == m.__name__]
-        return tuple((tuple(d), tuple(d.values()),
-                      tuple((f.__code__, f.__defaults__, f.__kwdefaults__) for f in d.values()
-                            if isinstance(f, types.FunctionType)))
-                     for d in spaces)
-
     def _code_matches(self) -> bool:
-        """Every module the worker loaded describes the same here; checked in full only when a namespace
-        changed since the last match (the snapshot holds the very objects, compared by identity)."""
-        now = self._namespaces()
-        old = self._checked
-        if old is not None and len(old) == len(now) and all(
-                a[0] == b[0] and all(map(operator.is_, a[1], b[1])) and len(a[2]) == len(b[2])
-                and all(x is y for p, q in zip(a[2], b[2]) for x, y in zip(p, q))
-                for a, b in zip(old, now)):
-            return True
-        if code_fingerprint(self.fingerprint) != self.fingerprint:
-            self._checked = None
-            return False
-        self._checked = now
-        return True
+        """Every module the worker loaded describes the same here (:class:`~mambalab.lab.worker_process.CodeCheck`)."""
+        if self._code is None or self._code.fingerprint is not self.fingerprint:
+            self._code = CodeCheck(self.fingerprint)
+        return self._code.matches()
 
     # -- jobs -----------------------------------------------------------------------------------------
     def pending(self, key: tuple) -> bool:

@@ -29,8 +29,13 @@ import sys
 import types
 from collections import OrderedDict
 
+from mambalab.lab.worker_process import connections, enter_idle_class, leave_idle_class, recv, send
+
 MAX_MODELS = 16
 _PLAIN = (bool, int, float, str, bytes, type(None))
+# Values that differ between two processes running the same code (left out of a module's fingerprint): the
+# sanitizer's safe address, where illegal lanes point (an address in this process's memory).
+PER_PROCESS = {"mambalab.lab.sanitizer": frozenset({"_SAFE_ADDRESS"})}
 
 
 def _const(c, h) -> None:
@@ -97,13 +102,14 @@ def _value(v, h, depth: int = 0) -> None:
 
 
 def module_fingerprint(mod) -> str:
-    """A digest of ``mod``'s plain constants and callables (submodules and other objects left out, as in
-    ``worker.cuda_graph._code_fingerprint``), the same in every process that loaded the same code."""
+    """A digest of ``mod``'s plain constants and callables (submodules, other objects and :data:`PER_PROCESS`
+    left out, as in ``worker.cuda_graph._code_fingerprint``), the same in every process that loaded the same code."""
     h = hashlib.blake2b(digest_size=16)
     ns = vars(mod)
+    skip = PER_PROCESS.get(mod.__name__, ())
     for name in sorted(ns):
         v = ns[name]
-        if isinstance(v, types.ModuleType) or not (isinstance(v, _PLAIN) or callable(v)):
+        if name in skip or isinstance(v, types.ModuleType) or not (isinstance(v, _PLAIN) or callable(v)):
             continue
         h.update(name.encode() + b"=")
         _value(v, h)
@@ -141,16 +147,6 @@ def reference_modules() -> list[str]:
     return sorted(n for n in seen if n == "mambalab" or n.startswith("mambalab."))
 
 
-def send(conn, msg) -> None:
-    """``msg`` pickled by plain pickle (a ``Connection.send`` would share tensors through torch's
-    multiprocessing reductions, which need a multiprocessing parent)."""
-    conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def recv(conn):
-    return pickle.loads(conn.recv_bytes())
-
-
 def serve(inbox, outbox) -> None:
     models: OrderedDict = OrderedDict()
     while True:
@@ -183,30 +179,17 @@ def serve(inbox, outbox) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from multiprocessing.connection import Connection
-
     import os
 
-    if len(argv) < 4 or argv[3] == "idle":  # (reference_pool.START_IDLE)
-        try:  # a busy machine gives the caller's engine the core first (this start-up included): Linux's idle
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # class runs only on a core nothing wants
-        except (AttributeError, OSError):
-            try:
-                os.nice(19)
-            except (AttributeError, OSError):
-                pass
-    inbox = Connection(int(argv[0]), writable=False)
-    outbox = Connection(int(argv[1]), readable=False)
+    if len(argv) < 4 or argv[3] == "idle":  # (reference_pool.START_IDLE): a busy machine gives the caller's
+        enter_idle_class()  # engine the core first, this start-up included
+    inbox, outbox = connections(argv)
 
     import torch
 
     torch.set_num_threads(int(argv[2]))
     fingerprint = code_fingerprint(reference_modules())
-    try:  # started: its jobs are short bursts beside the engine, served at the normal priority where allowed
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        os.setpriority(os.PRIO_PROCESS, 0, 0)
-    except (AttributeError, OSError):
-        pass
+    leave_idle_class()
     try:
         send(outbox, ("ready", os.getpid(), fingerprint, torch.get_num_threads()))
         serve(inbox, outbox)
