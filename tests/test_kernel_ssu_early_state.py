@@ -102,11 +102,13 @@ def test_what_the_previous_kernel_writes_is_read_after_the_wait(dtypes):
     (torch.float32, 64, 4, True, True),  # 256 request-heads
     (torch.bfloat16, 2, 4, True, True),
     (torch.float32, 40, 16, True, False),  # 640 request-heads: past EARLY_STATE_MAX_REQUEST_HEADS
-    (torch.float32, 2, 4, False, False),  # A/dt per element: never
+    (torch.float32, 2, 4, False, True),  # A/dt per element: up to 2 x 128 request-heads fp32 (call 73)
+    (torch.float32, 65, 4, False, False),  # 260 request-heads
+    (torch.bfloat16, 100, 4, False, True),  # bf16: up to 4 x 128
 ])
 def test_the_switch_reaches_the_kernel_only_under_pdl(monkeypatch, state_dtype, rows, nheads, tied, taken):
-    """Under PDL the promise adds ``EARLY_STATE`` where it was measured to pay (small batches, A/dt per head;
-    also to the small fp32 tiles, which wait-first launches leave without PDL); without PDL (the
+    """Under PDL the promise adds ``EARLY_STATE`` where it was measured to pay (small batches; A/dt per element
+    smaller ones; also to the small fp32 tiles, which wait-first launches leave without PDL); without PDL (the
     interpreter, MAMBALAB_PDL=0) the launch is the plain one."""
     if DEVICE.type != "cuda" and state_dtype != torch.float32:
         pytest.skip("bf16 runs on the GPU only")

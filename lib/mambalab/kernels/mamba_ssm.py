@@ -110,13 +110,14 @@ def _ssu_kernel(
     EARLY_STATE: tl.constexpr = False,  # under PDL: indices and state read before the wait (see below)
     PREFETCH: tl.constexpr = 0,  # under PDL, one token: an L2 hint for the state tile before the wait (2: evict_last)
     EARLY_DST: tl.constexpr = False,  # several tokens: each store's slot loaded with the token's inputs
+    HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, requests): a slot's heads run together
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
     # registers, in float32, for all the request's tokens.
     pid_m = tl.program_id(0)
-    pid_r = tl.program_id(1)
-    pid_h = tl.program_id(2)
+    pid_r = tl.program_id(2 if HEADS_FIRST else 1)
+    pid_h = tl.program_id(1 if HEADS_FIRST else 2)
     if USE_PDL:
         # Programmatic dependent launch (as vLLM's causal_conv1d does): let the next launch's programs be
         # scheduled now, then wait until every earlier launch has finished and its writes are visible.
@@ -132,10 +133,11 @@ def _ssu_kernel(
                                  s_state_n, BLOCK_N, PREFETCH == 2)
         if not EARLY_STATE:
             tl.extra.cuda.gdc_wait()
-    # EARLY_STATE (only with USE_PDL): the metadata (indices, num_accepted, cu_seqlens) and the state tile are
-    # read before the wait, overlapping the previous kernel's tail; everything the previous kernel may have
-    # written (x, dt, B, C, z) is read, and every store made, after it. Correct only under the promise the
-    # wrapper's ``early_state_load`` takes (no kernel still running writes this state pool or the metadata).
+    # EARLY_STATE (only with USE_PDL): the metadata (indices, num_accepted, cu_seqlens), the state tile and the
+    # head's parameters (A, dt_bias, D) are read before the wait, overlapping the previous kernel's tail;
+    # everything the previous kernel may have written (x, dt, B, C, z) is read, and every store made, after it.
+    # Correct only under the promise the wrapper's ``early_state_load`` takes (no kernel still running writes
+    # this state pool or the metadata; the parameters are weights, which no kernel writes).
 
     # -- which tokens belong to this request --------------------------------
     if IS_VARLEN:
@@ -176,9 +178,6 @@ def _ssu_kernel(
     head_state_ptr = state_ptr + pid_h * s_state_head
     state = tl.load(head_state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=0.0)
     state = state.to(tl.float32)
-    if USE_PDL:
-        if EARLY_STATE:
-            tl.extra.cuda.gdc_wait()
 
     # -- per-head parameters (constant over the tokens) ------------------------
     group = pid_h // heads_per_group
@@ -207,6 +206,9 @@ def _ssu_kernel(
         D = D.to(tl.float32)
     else:
         D = 0.0
+    if USE_PDL:
+        if EARLY_STATE:  # the parameters went out with the state (call 73: A per element, batch 1 0.91 -> 1.23x)
+            tl.extra.cuda.gdc_wait()
     if HAS_Z:
         z_ptrs = z_ptr + bos * s_z_tok + pid_h * s_z_head + offs_m * s_z_dim
     else:
@@ -288,51 +290,45 @@ class LaunchConfig:
 # kernels.md shapes against vLLM 0.33's tuned kernel in the same process (scripts/tune_launch.py;
 # docs/benchmarks.md, issue 14). One warp per program everywhere: many small independent programs keep
 # more loads in flight per SM than fewer wide ones. Rows of the head dim per program (BLOCK_M):
-#
 #   one token a request, A/dt per head (mamba_mixer2's decode call, "tied"):
-#       fp32 state: 4 rows while requests x heads < SMALL_EFFECTIVE_BATCH (batch < 8 at 128 heads: latency-bound,
-#                   the most programs win), else 16 rows (90-92% of copy from 64); bf16 state: 16 rows (4 KiB)
+#       fp32 state: 8 rows while requests x heads < SMALL_EFFECTIVE_BATCH (batch < 8 at 128 heads; 4 before call 71:
+#                   8 with the heads-first grid and PDL, batch 1 / 2 / 4 1.24 / 1.07 / 1.01 -> 1.29 / 1.18 / 1.02x),
+#                   else 16 rows (90-92% of copy from 64); bf16 state: 16 rows (4 KiB)
 #   several tokens a request (speculative decoding, varlen): fp32 8 rows, bf16 16 rows
 #   A/dt per element ("untied": a full A tile and one exp per element, more registers): UNTIED_BLOCK_M
-BLOCK_M_TIED = {4: 16, 2: 16}
-BLOCK_M_TIED_SMALL = {4: 4, 2: 16}
-BLOCK_M_MULTI_TOKEN = {4: 8, 2: 16}
-# Several tokens, requests x heads < SMALL_EFFECTIVE_BATCH: measured 2 / 4 / 8 rows fp32 and 4 / 8 / 16 bf16
-# at batch 1 and 8, T = 2 and 4 (docs/results/issue14-call10-choose.txt): 4 rows win at batch 1 but lose at
-# batch 8 (fp32 4 rows: 6.41 -> 6.16 us at batch 1 T = 2, 29.9 -> 31.0 at batch 8), so the same as above, and
-# 4 rows up to MULTI_TOKEN_TINY request x heads (batch 1; call 47, issue14-call47-ab-spec-small.txt, with the early
-# state load: T = 2 / 3 / 4 fp32 1.063 / 0.998 / 0.968 -> 1.134 / 1.086 / 1.025x, bf16 1.181 / 1.069 / 0.990 ->
-# 1.223 / 1.220 / 1.171x; at batch 2 mixed, bf16 T = 2 1.230 -> 1.008x).
+BLOCK_M_TIED, BLOCK_M_TIED_SMALL, BLOCK_M_MULTI_TOKEN = {4: 16, 2: 16}, {4: 8, 2: 16}, {4: 8, 2: 16}
+# Several tokens, requests x heads < SMALL_EFFECTIVE_BATCH: as above (4 rows lose at batch 8, call 10), 4 rows up to
+# MULTI_TOKEN_TINY (batch 1: T = 2-4 +3-18%, call 47; docs/benchmarks.md, issue14-call{10,47}-*.txt).
 BLOCK_M_MULTI_TOKEN_SMALL = {4: 8, 2: 16}
 BLOCK_M_MULTI_TOKEN_TINY, MULTI_TOKEN_TINY = {4: 4, 2: 4}, 128
 UNTIED_BLOCK_M = {4: 4, 2: 8}
-# A/dt per element, small: fp32 4 rows (H200, calls 60-61, beside vLLM: batch 2 / 4 / 9 0.909 / 0.91 / 0.926 -> 0.965 /
-# 0.98-0.99 / 0.989x over 2 rows; batch 1 0.886-0.964x either way); bf16 8 rows (2 / 4 / 16 slower).
-UNTIED_BLOCK_M_SMALL = {4: 4, 2: 8}
+# A/dt per element, small: fp32 4 rows (calls 60-61: batch 2 / 4 / 9 +4-6% over 2 rows), bf16 8 (2 / 4 / 16 slower);
+# tiny (rows, up to request x heads; call 72): fp32 8 at batch 1 / 2 (0.963 / 0.993 -> 0.989 / 1.060x), bf16 4 at 1.
+UNTIED_BLOCK_M_SMALL, UNTIED_BLOCK_M_TINY = {4: 4, 2: 8}, {4: (8, 2 * 128), 2: (4, 128)}
 UNTIED_NUM_WARPS = {4: 1, 2: 1}  # warps a program, A/dt per element (not SMALL), by state element size
 BLOCK_M_TIED_FP32_ACTIVATIONS = 8  # fp32 state and activations: 1.02x faster than 16 rows (H200, batch 64-512)
-# fp32's small tile below SMALL_EFFECTIVE_BATCH request x heads: 8 x 128 since call 66 (H200, vLLM's time over ours at
-# batch 8/9/12, bf16 act 0.993/0.991/0.996 -> 1.000/1.025/1.024x, fp32 act 0.992/1.000/0.995 -> 1.032/1.040/1.029x).
+# fp32's small tile below SMALL_EFFECTIVE_BATCH request x heads: 8 x 128 since call 66 (batch 8-12 +1-4%).
 SMALL_EFFECTIVE_BATCH, NUM_WARPS = 8 * 128, 1
-# The early state load (``early_state_load``: indices and state read before PDL's wait), on an H200 beside vLLM
-# (docs/results/issue14-call15-ab-early.txt, A/B interleaved): a gain only while the launch is a latency-bound
-# chain, so up to these request x heads (128 heads: batch 4 one token, 8 speculative); A/dt per element: never
-# (to 0.52x). One token, bf16: batch 1 1.04 -> 1.60x, 2 1.08 -> 1.45x, 4 1.11 -> 1.13x, 8 1.08 -> 1.06x (not); fp32
-# (with PDL): 1 0.95 -> 1.14x, 2 1.01 -> 1.08x, 4 0.99 -> 1.01x, 8 0.99 -> 0.93x, from 32 1.01-1.02 -> 0.98-0.99x;
-# T = 2, 4 at batch 1: fp32 0.94 / 0.89 -> 1.12 / 0.99x, bf16 0.97 / 0.91 -> 1.15 / 0.97x; batch 8 even or better.
+# The early state load (``early_state_load``: indices, state and the head's parameters read before PDL's wait): a gain
+# only while the launch is a latency-bound chain, so up to these request x heads (batch 4 one token, 8 speculative).
+# One token bf16 batch 1 1.04 -> 1.60x, fp32 0.95 -> 1.14x (call 15). A/dt per element (call 73, with the parameters
+# early; without them to 0.72x): fp32 batch 1 / 2 0.913 / 1.046 -> 1.225 / 1.115x (4: 1.017 -> 1.006x, so not), bf16
+# 2 / 4 0.987 / 1.222 -> 1.289 / 1.398x. Parameters early, A/dt per head: T = 2 / 4 at 8 bf16 +2%, fp32 batch 2 -2.5%.
 EARLY_STATE_LOAD = True  # honour early_state_load (False: every launch waits first, as without the promise)
 EARLY_STATE_MAX_REQUEST_HEADS, EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN = 4 * 128, 8 * 128
+EARLY_STATE_MAX_UNTIED = {4: 2 * 128, 2: 4 * 128}  # A/dt per element, one token, by state element size
+# The grid's order (calls 69-72, H200, beside vLLM): (row blocks, heads, requests) where a program takes one head, so
+# programs running together walk one slot's heads in order: fp32 state everywhere (batch 16-256 +4-6%, T = 2 / 4 at
+# 64 +6%), bf16 one token (64 / 256 +1-2%; with z, once z is loaded with x, 8 / 16 +2-4%, 64 / 256 -0.5%) and the
+# streaming kernel; not bf16's token loop (T = 3 at 64 -2%). Numbers: docs/benchmarks.md, "Heads before requests".
+HEADS_FIRST_GRID = True
 SPEC_EARLY_DST_MAX = 8 * 128  # several tokens: store slots loaded with the inputs up to this request x heads (call 64)
 EARLY_STATE_PDL_SMALL_FP32 = True  # with the promise, the small fp32 tiles launch with PDL too
 PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer launch without PDL
-# The L2 hint before PDL's wait (PREFETCH: kernels.common.prefetch_rows_l2), one token a request with indices,
-# under the early_state_load promise, past the early state load, by state element size: (mode, fewest, most
-# request x heads); mode 1 plain, 2 L2::evict_last. Measured beside vLLM 0.33, A/B interleaved, vLLM's time over
-# ours (docs/results/issue14-call41-ab-prefetch.txt on an H100, call42-ab-confirm.txt on an H200): bf16, mode 2,
-#   H200: batch 8 1.078 -> 1.096x, 16 even, 32 1.024 -> 1.052x, 64 1.043 -> 1.075x (88.0 -> 90.7% of copy),
-#   128-512 1.00-1.03 -> 1.04-1.08x, with z at 64 / 256 1.015 / 1.001 -> 1.040 / 1.042x;
-#   H100: 57-512 1.5-2.5% faster (mode 1: 0.5-1%), batch 8 / 16 1.032 / 1.028 -> 1.062 / 1.036x (mode 1 1.065 /
-#   1.046x); fp32 (H100): 1-3% slower in either mode, so not. The GDN's streaming kernel with it: 1-8% slower.
+# The L2 hint before PDL's wait (PREFETCH: kernels.common.prefetch_rows_l2), one token a request with indices, under
+# the early_state_load promise, by state element size: (mode, fewest, most request x heads); mode 1 plain, 2
+# L2::evict_last. bf16 mode 2 on an H200: batch 32-512 +2-4% (64 1.043 -> 1.075x); fp32 1-3% slower, so not
+# (calls 41-42, issue14-call4{1,2}-*.txt; docs/benchmarks.md, "The SSU's L2 hint before PDL's wait").
 PREFETCH_STATE: dict[int, tuple[int, int, int]] = {2: (2, 1, 1 << 30)}
 # Several tokens (call 43, H200, issue14-call43-ab-spec-hint.txt): bf16 T = 3 / 4 at 16-256 0.2-0.9% faster, mode 1.
 PREFETCH_STATE_MULTI_TOKEN: dict[int, tuple[int, int, int]] = {2: (1, 1, 1 << 30)}
@@ -390,6 +386,7 @@ def choose_launch_config(
     if not tied:
         block_m, warps = (UNTIED_BLOCK_M_SMALL[size], NUM_WARPS) if small else (UNTIED_BLOCK_M[size],
                                                                                  UNTIED_NUM_WARPS[size])
+        block_m = UNTIED_BLOCK_M_TINY[size][0] if num_requests * nheads <= UNTIED_BLOCK_M_TINY[size][1] else block_m
         return LaunchConfig(block_m=min(block_m, dim_p2), num_warps=warps)
     elif multi_token:
         table = BLOCK_M_MULTI_TOKEN_SMALL if small else BLOCK_M_MULTI_TOKEN
@@ -481,11 +478,11 @@ def selective_state_update(
         early_state_load: a promise that no kernel still running when this one starts writes ``state`` or the
             index tensors (``state_batch_indices``, ``num_accepted_tokens``, ``cu_seqlens``): the kernel launched
             just before, and, where that one lets its dependents start before its own PDL wait (our conv, this
-            kernel), the ones before it, back to the first launched without PDL. Under PDL the indices and the
-            state tile are then read before the wait (overlapping the previous kernel's tail); ``x``, ``dt``,
-            ``B``, ``C``, ``z`` after it, and every store. Broken promise: a stale state. Taken where faster
-            (small batches, ``A``/``dt`` per head: ``EARLY_STATE_MAX_*``); no effect without PDL (interpreter,
-            ``MAMBALAB_PDL=0``, pre-Hopper). A Mamba2 layer keeps it (``model/mamba_mixer2.py``).
+            kernel), the ones before it, back to the first launched without PDL. Under PDL the indices, the
+            state tile and ``A``, ``dt_bias``, ``D`` (weights) are then read before the wait (overlapping the
+            previous kernel's tail); ``x``, ``dt``, ``B``, ``C``, ``z`` after it, and every store. Broken promise:
+            a stale state. Taken where faster (small batches: ``EARLY_STATE_MAX_*``); no effect without PDL
+            (interpreter, ``MAMBALAB_PDL=0``, pre-Hopper). A Mamba2 layer keeps it (``model/mamba_mixer2.py``).
         bugs: a :class:`~mambalab.lab.bugs.BugConfig` (default: the active one);
             only its ``kernel_guard`` matters here (see the module docstring:
             a skipped request's output rows are zeros).
@@ -512,10 +509,10 @@ def selective_state_update(
                                activation_size=p.x.element_size())
     if p.nheads % cfg.block_h:
         raise ValueError(f"block_h={cfg.block_h} does not divide nheads={p.nheads}")
-    # PDL helps the 16-bit state and the larger fp32 launches; the small fp32 tiles (batch <= 8) ran
-    # slower with it on an H200 (batch 2: 64% -> 58% of copy), so they launch without it.
+    # PDL helps the 16-bit state and the larger fp32 launches; fp32 tiles of 4 rows or fewer ran slower with it.
     small_fp32 = p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M
-    early = (early_state_load and EARLY_STATE_LOAD and tied and p.num_requests * p.nheads
+    early = (early_state_load and EARLY_STATE_LOAD and (tied or p.num_requests * p.nheads <= EARLY_STATE_MAX_UNTIED.get(
+        p.state.element_size(), 0)) and p.num_requests * p.nheads
              <= (EARLY_STATE_MAX_REQUEST_HEADS if one_token else EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN))
     pdl = use_pdl(p.state.device) and (not small_fp32 or (early and EARLY_STATE_PDL_SMALL_FP32))
     kernel, heads = _ssu_kernel, {}
@@ -534,8 +531,7 @@ def selective_state_update(
     if reqs:  # A/dt per element: several requests a program share its A tile (mamba_ssm_untied.py)
         kernel, heads, cfg = _ssu_untied_reqs_kernel, {"REQS": reqs}, LaunchConfig(rows or cfg.block_m, cfg.num_warps)
     zero2 = (0, 0)
-    dtb_s = p.dt_bias.stride() if p.dt_bias is not None else zero2
-    D_s = p.D.stride() if p.D is not None else zero2
+    dtb_s, D_s = (t.stride() if t is not None else zero2 for t in (p.dt_bias, p.D))
     z_s = p.z.stride() if p.z is not None else (0, 0, 0)
     src_s = p.src.stride() if has_idx else zero2
     dst_s = p.dst.stride() if has_idx else zero2
@@ -544,6 +540,10 @@ def selective_state_update(
         grid = (triton.cdiv(p.dim, stream["RB"] * stream["NB"]), p.num_requests, p.nheads)
         early = False  # the streaming kernel waits first
     launch_opts = {"USE_PDL": True, "launch_pdl": True, **({"EARLY_STATE": True} if early else {})} if pdl else {}
+    heads_first = HEADS_FIRST_GRID and cfg.block_h == 1 and (  # a slot's heads walked together (the rule above)
+        p.state.element_size() >= 4 or stream is not None or one_token)
+    if heads_first:
+        grid, launch_opts["HEADS_FIRST"] = (grid[0], grid[2], grid[1]), True
     hint = (PREFETCH_STATE_MULTI_TOKEN if not one_token else PREFETCH_STATE if tied
             else PREFETCH_STATE_UNTIED).get(p.state.element_size())
     if (pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx and hint
@@ -574,7 +574,7 @@ def selective_state_update(
         *src_s,
         *dst_s,
         name=KERNEL_NAME,
-        row_axis=1,
+        row_axis=2 if heads_first else 1,
         DT_SOFTPLUS=bool(dt_softplus),
         TIE_HDIM=tied,
         HAS_DT_BIAS=p.dt_bias is not None,

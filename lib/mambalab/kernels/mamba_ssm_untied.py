@@ -48,12 +48,13 @@ def _ssu_untied_reqs_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     REQS: tl.constexpr,  # requests a program (a divisor of the requests)
     USE_PDL: tl.constexpr = False,
+    HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, request groups), as _ssu_kernel's
 ):
     """``_ssu_kernel``'s arguments (one token, indices, ``dst is src``, ``A``/``dt`` per element only)."""
     tl.static_assert(ONE_TOKEN and HAS_INDICES and DST_IS_SRC and not TIE_HDIM and not IS_VARLEN)
     pid_m = tl.program_id(0)
-    pid_g = tl.program_id(1)
-    pid_h = tl.program_id(2)
+    pid_g = tl.program_id(2 if HEADS_FIRST else 1)
+    pid_h = tl.program_id(1 if HEADS_FIRST else 2)
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
