@@ -291,9 +291,10 @@ class LaunchConfig:
 # docs/benchmarks.md, issue 14). One warp per program everywhere: many small independent programs keep
 # more loads in flight per SM than fewer wide ones. Rows of the head dim per program (BLOCK_M):
 #   one token a request, A/dt per head (mamba_mixer2's decode call, "tied"):
-#       fp32 state: 8 rows while requests x heads < SMALL_EFFECTIVE_BATCH (batch < 8 at 128 heads; 4 before call 71:
-#                   8 with the heads-first grid and PDL, batch 1 / 2 / 4 1.24 / 1.07 / 1.01 -> 1.29 / 1.18 / 1.02x),
-#                   else 16 rows (90-92% of copy from 64); bf16 state: 16 rows (4 KiB)
+#       16 rows (4 KiB bf16); fp32 state 8 rows while requests x heads < TIED_SMALL_EFFECTIVE_BATCH (batch 1 at 128
+#       heads; with the heads-first grid, calls 71 and 74: batch 1 8 rows 1.31x, 16 1.27x, 4 rows 1.24x; batch 2 / 3 /
+#       4 / 6 16 rows 1.22 / 1.14 / 1.07 / 1.06x against 8 rows' 1.15 / 0.99 / 1.00 / 1.06x); fp32 activations too
+#       (call 74: 8 rows lost padded batches under the heads-first grid, 9 -> 16 0.867x against 16 rows' 1.033x)
 #   several tokens a request (speculative decoding, varlen): fp32 8 rows, bf16 16 rows
 #   A/dt per element ("untied": a full A tile and one exp per element, more registers): UNTIED_BLOCK_M
 BLOCK_M_TIED, BLOCK_M_TIED_SMALL, BLOCK_M_MULTI_TOKEN = {4: 16, 2: 16}, {4: 8, 2: 16}, {4: 8, 2: 16}
@@ -306,9 +307,7 @@ UNTIED_BLOCK_M = {4: 4, 2: 8}
 # tiny (rows, up to request x heads; call 72): fp32 8 at batch 1 / 2 (0.963 / 0.993 -> 0.989 / 1.060x), bf16 4 at 1.
 UNTIED_BLOCK_M_SMALL, UNTIED_BLOCK_M_TINY = {4: 4, 2: 8}, {4: (8, 2 * 128), 2: (4, 128)}
 UNTIED_NUM_WARPS = {4: 1, 2: 1}  # warps a program, A/dt per element (not SMALL), by state element size
-BLOCK_M_TIED_FP32_ACTIVATIONS = 8  # fp32 state and activations: 1.02x faster than 16 rows (H200, batch 64-512)
-# fp32's small tile below SMALL_EFFECTIVE_BATCH request x heads: 8 x 128 since call 66 (batch 8-12 +1-4%).
-SMALL_EFFECTIVE_BATCH, NUM_WARPS = 8 * 128, 1
+SMALL_EFFECTIVE_BATCH, TIED_SMALL_EFFECTIVE_BATCH, NUM_WARPS = 8 * 128, 2 * 128, 1
 # The early state load (``early_state_load``: indices, state and the head's parameters read before PDL's wait): a gain
 # only while the launch is a latency-bound chain, so up to these request x heads (batch 4 one token, 8 speculative).
 # One token bf16 batch 1 1.04 -> 1.60x, fp32 0.95 -> 1.14x (call 15). A/dt per element (call 73, with the parameters
@@ -358,7 +357,6 @@ def _sm_count(device_index: int) -> int:
 def choose_launch_config(
     nheads: int, dim: int, dstate: int, num_requests: int, state_dtype: torch.dtype,
     device: torch.device | None = None, *, tied: bool = True, multi_token: bool = False,
-    activation_size: int = 2,
 ) -> LaunchConfig:
     """The launch rule (the table above; no autotune: it would re-run the kernel on live state).
 
@@ -391,12 +389,8 @@ def choose_launch_config(
     elif multi_token:
         table = BLOCK_M_MULTI_TOKEN_SMALL if small else BLOCK_M_MULTI_TOKEN
         block_m = (BLOCK_M_MULTI_TOKEN_TINY if num_requests * nheads <= MULTI_TOKEN_TINY else table)[size]
-    elif small:
-        block_m = BLOCK_M_TIED_SMALL[size]
-    elif size == 4 and activation_size >= 4:
-        block_m = BLOCK_M_TIED_FP32_ACTIVATIONS  # fp32 x, B, C, z: more registers a row
     else:
-        block_m = BLOCK_M_TIED[size]
+        block_m = (BLOCK_M_TIED_SMALL if num_requests * nheads < TIED_SMALL_EFFECTIVE_BATCH else BLOCK_M_TIED)[size]
     return LaunchConfig(block_m=min(block_m, dim_p2), num_warps=NUM_WARPS)
 
 
@@ -505,8 +499,7 @@ def selective_state_update(
     tied = is_tied(p.A, p.dt, p.dt_bias)
     one_token = (p.cu_seqlens is None and p.num_accepted_tokens is None and p.tokens_per_request == 1)
     cfg = choose_launch_config(p.nheads, p.dim, p.dstate, p.num_requests, p.state.dtype,
-                               p.state.device, tied=tied, multi_token=not one_token,
-                               activation_size=p.x.element_size())
+                               p.state.device, tied=tied, multi_token=not one_token)
     if p.nheads % cfg.block_h:
         raise ValueError(f"block_h={cfg.block_h} does not divide nheads={p.nheads}")
     # PDL helps the 16-bit state and the larger fp32 launches; fp32 tiles of 4 rows or fewer ran slower with it.
