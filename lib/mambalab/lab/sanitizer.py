@@ -304,9 +304,10 @@ class _Launch:
         """Untagged addresses and mask for the lanes that may touch memory.
 
         One pass of NumPy over all lanes. The common case (every active lane
-        carries one argument's tag and stays inside it, nothing recorded)
-        returns after a single bounds comparison; anything else takes the
-        general path, which groups lanes by tag and notes each violation.
+        carries one argument's tag and stays inside it) returns after a single
+        bounds comparison, recording its one access where a log is open;
+        anything else takes the general path, which groups lanes by tag and
+        notes each violation.
         """
         p = ptrs.data
         if not isinstance(p, np.ndarray) or p.dtype != np.uint64:
@@ -324,19 +325,22 @@ class _Launch:
         nbytes = max(1, int(elt.primitive_bitwidth) // 8)
         tags = (p + _U_HALF) >> _U_SHIFT
         addr = (p - (tags << _U_SHIFT)).view(np.int64)
-        if not self.logs:
-            active = tags if m is None else tags[m]
-            tag = int(active.min())
-            entry = self.by_tag.get(tag) if tag == int(active.max()) else None
-            if entry is not None:
-                ok = (addr >= entry.lo) & (addr <= entry.hi - nbytes)
-                if m is None:
-                    if ok.all():
-                        return addr.view(np.uint64), ok
-                else:
-                    ok &= m
-                    if np.array_equal(ok, m):
-                        return np.where(ok, addr.view(np.uint64), np.uint64(_SAFE_ADDRESS)), ok
+        active = tags if m is None else tags[m]
+        tag = int(active.min())
+        entry = self.by_tag.get(tag) if tag == int(active.max()) else None
+        if entry is not None:
+            ok = (addr >= entry.lo) & (addr <= entry.hi - nbytes)
+            if m is None:
+                if ok.all():
+                    if self.logs:  # what the general path's _note records for these lanes: one legal access
+                        self._record(self._pid(builder), op, entry, addr, ok.size, True)
+                    return addr.view(np.uint64), ok
+            else:
+                ok &= m
+                if np.array_equal(ok, m):
+                    if self.logs:
+                        self._record(self._pid(builder), op, entry, addr[ok], active.size, True)
+                    return np.where(ok, addr.view(np.uint64), np.uint64(_SAFE_ADDRESS)), ok
         if m is None:
             m = np.ones(p.shape, dtype=bool)
         out_ptr = np.full(p.shape, _SAFE_ADDRESS, dtype=np.uint64)
@@ -362,21 +366,24 @@ class _Launch:
                 self._note(pid, op, entry, addr, ok, bad, any_bad, nbytes, p)
         return out_ptr, out_mask
 
+    def _record(self, pid, op, entry, addrs, n: int, legal: bool) -> None:
+        """One access for the open logs: ``n`` lanes at ``addrs`` of ``entry`` (None: of no argument)."""
+        if entry is None:
+            slots: tuple[int, ...] = ()
+        else:
+            slots = tuple(np.unique(entry.slots_of(entry.elements(addrs))).tolist())
+        rec = Access(self.kernel, pid, pid[self.row_axis], op, entry.name if entry is not None else None, slots, n,
+                     legal)
+        for log in self.logs:
+            log.accesses.append(rec)
+
     def _note(self, pid, op, entry, addr, ok, bad, any_bad, nbytes, raw) -> None:
         row = pid[self.row_axis]
-        name = entry.name if entry is not None else None
         if self.logs:
             for lanes, legal in ((ok, True), (bad, False)):
                 n = int(np.count_nonzero(lanes))
-                if not n:
-                    continue
-                if entry is None:
-                    slots: tuple[int, ...] = ()
-                else:
-                    slots = tuple(int(s) for s in np.unique(entry.slots_of(entry.elements(addr[lanes]))))
-                rec = Access(self.kernel, pid, row, op, name, slots, n, legal)
-                for log in self.logs:
-                    log.accesses.append(rec)
+                if n:
+                    self._record(pid, op, entry, addr[lanes], n, legal)
         if not any_bad:
             return
         self.total += 1
