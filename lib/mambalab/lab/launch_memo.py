@@ -103,6 +103,11 @@ def _code_key(fn: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _namespace_sizes(fn: Any) -> tuple[int, ...]:
+    """How many names each module of :func:`_modules` holds (a launch that adds one changes the code key)."""
+    return tuple(len(vars(m)) for _, m in _modules(fn))
+
+
 def _with_code(stem: bytes, fn: Any) -> str:
     """A launch's key: the digest of its inputs (``stem``) joined with :func:`_code_key` as the code is now."""
     return hashlib.blake2b(stem + repr(_code_key(fn)).encode(), digest_size=20).hexdigest()
@@ -217,6 +222,7 @@ class LaunchMemo:
                     log.accesses.extend(accesses)
             return None
         before = [_storage_bytes(t).clone() for t in views]
+        sizes = _namespace_sizes(fn)
         recorded = None
         if logs:
             with sanitizer.recording() as mine:  # this launch's share of what the outer logs get
@@ -233,8 +239,11 @@ class LaunchMemo:
                         if t.untyped_storage().data_ptr() in fresh_ptrs or not torch.equal(_storage_bytes(t), b)],
                        recorded)
         # Stored under the code as the run left it: a kernel's first interpreted launch adds Triton's helpers
-        # (GridExecutor, InterpretedFunction, ...) to the kernel's module, which every later launch then sees.
-        key = _with_code(stem, fn)
+        # (GridExecutor, InterpretedFunction, ...) to the kernel's module, which every later launch then sees. A run
+        # that added no name anywhere left the code as the key describes it (Triton's patches of the language
+        # during a launch are undone by its end), and the key stands: one code digest per launch, not two.
+        if _namespace_sizes(fn) != sizes:
+            key = _with_code(stem, fn)
         with self._lock:
             self.misses += 1
             old = self._entries.pop(key, None)
