@@ -16,7 +16,9 @@ A change has two parts, timed apart:
   before every change, so each redraw really draws (a learner returning to
   a setting would get it from the cache, in ~1 ms).
 
-Also reported: the engine step time (``Engine.step_once`` + snapshot), the
+Also reported: whether the references' second process (``lab/reference_pool.py``) was
+ready and served them (where it was not, a new seed's references were computed in
+the redraw, ~45 ms); the engine step time (``Engine.step_once`` + snapshot), the
 redraw after a step, and the two waits a learner meets first (issue 16's
 targets: first replay <= 1.5 s, every later action <= 300 ms): **build**, the
 panel built from empty caches up to its first drawing, and **first replay**,
@@ -107,6 +109,15 @@ GRIDS = {
 }
 
 
+def helper_counts() -> dict:
+    """What the references' second process (``lab/reference_pool.py``) did so far: ready, asked, served, late."""
+    from mambalab.lab import reference_pool
+
+    rp = reference_pool.POOL
+    return dict(references_ready=rp.ready, references_sent=rp.sent, references_served=rp.served,
+                references_late=rp.late, references_worker_promoted=rp.promoted)
+
+
 def pct(xs: list[float], q: float) -> float:
     if not xs:
         return float("nan")
@@ -174,7 +185,7 @@ def bench(name: str, reps: int, learner_pauses: bool = False) -> dict:
         t = time.perf_counter()
         p._render(v)
         views[v] = time.perf_counter() - t
-    return dict(panel=name, build=build, build_cpu=build_cpu, first_replay=first_replay,
+    return dict(panel=name, helpers=helper_counts(), build=build, build_cpu=build_cpu, first_replay=first_replay,
                 first_replay_cpu=first_replay_cpu, step=steps, redraw_after_step=step_redraw, redraw=redraw, redraw_cpu=redraw_cpu,
                 engine_after_change=engine, render_per_view=views, shown_step=p.cursor, step_action=step_action,
                 knob_action=knob_action, fix_action=fix_action)
@@ -242,6 +253,11 @@ def main(argv=None) -> int:
         results.append(r)
         print(f"  {name:22s} {r['build']:6.2f} ({r['build_cpu']:4.2f})  {ms(r['toggle'])} ({ms(r['toggle_cpu'])})",
               flush=True)
+    h = helper_counts()
+    print(f"\nreferences' second process (lab/reference_pool.py): ready {h['references_ready']}, "
+          f"{h['references_served']} of {h['references_sent']} asked served, {h['references_late']} late, "
+          f"start-up moved to the normal class: {h['references_worker_promoted']} (a panel whose references it did "
+          "not serve computed them in its redraw)")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\nload average {load:.2f} at the end")
     if args.json:
