@@ -1,8 +1,8 @@
 """The SSU's heads-first grid (``mamba_ssm.HEADS_FIRST_GRID``: grid ``(row blocks, heads, requests)``, so the
 programs running together walk one slot's heads) against the requests-first grid: the same bytes in every kernel
 that takes it (the one-request kernel one token and speculative, several requests a program, the streaming
-kernel), the reference, untouched slots; the rule (fp32 state always, bf16 one token and the streaming
-kernel); and an illegal access still names its request row. On the CPU the interpreter runs the
+kernel), the reference, untouched slots; the rule (fp32 state always, bf16 the streaming kernel and ``A``/``dt`` per
+element); and an illegal access still names its request row. On the CPU the interpreter runs the
 kernels with the launch forced the way a GPU takes it (one head a program)."""
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def _grid_spy(monkeypatch) -> list[tuple]:
 
 # form: (make_case keywords, index columns, num_accepted, the kernel launched, whether a 16-bit state takes it)
 FORMS = {
-    "one-token": (dict(tied=True, has_z=False), 1, None, ssu._ssu_kernel, True),
-    "one-token-z": (dict(tied=True), 1, None, ssu._ssu_kernel, True),
+    "one-token": (dict(tied=True, has_z=False), 1, None, ssu._ssu_kernel, False),
+    "one-token-z": (dict(tied=True), 1, None, ssu._ssu_kernel, False),
     "one-token-untied": (dict(tied=False, has_z=False), 1, None, ssu._ssu_kernel, True),
     "untied-reqs": (dict(tied=False, has_z=False), 1, None, _ssu_untied_reqs_kernel, True),
     "spec": (dict(tied=True, tokens=3 * ROWS), 3, [2, 1, 3, 3, 1], ssu._ssu_kernel, False),
@@ -98,20 +98,22 @@ def test_heads_first_gives_the_same_bytes(monkeypatch, dtypes, form):
     _assert_matches_reference(case, kw, "spec" if "spec" in form else form, s1, o1)
 
 
-@pytest.mark.parametrize("state,z,tokens,stream,taken", [
-    (torch.float32, False, 1, False, True), (torch.float32, True, 1, False, True),
-    (torch.float32, False, 3, False, True),
-    (torch.bfloat16, False, 1, False, True), (torch.bfloat16, True, 1, False, True),
-    (torch.bfloat16, False, 3, False, False), (torch.bfloat16, False, 2, True, True),
+@pytest.mark.parametrize("state,z,tokens,stream,taken,tied", [
+    (torch.float32, False, 1, False, True, True), (torch.float32, True, 1, False, True, True),
+    (torch.float32, False, 3, False, True, True), (torch.float32, False, 1, False, True, False),
+    (torch.bfloat16, False, 1, False, False, True), (torch.bfloat16, True, 1, False, False, True),
+    (torch.bfloat16, False, 3, False, False, True), (torch.bfloat16, False, 2, True, True, True),
+    (torch.bfloat16, False, 1, False, True, False), (torch.bfloat16, False, 3, False, False, False),
 ])
-def test_the_rule(monkeypatch, state, z, tokens, stream, taken):
-    """Calls 70-72 (H200, beside vLLM): fp32 everywhere; bf16 one token and the streaming kernel."""
+def test_the_rule(monkeypatch, state, z, tokens, stream, taken, tied):
+    """Calls 70-79 (H200 and H100, beside vLLM): fp32 everywhere; bf16 the streaming kernel and A/dt per element
+    (with A/dt per head its one-token kernel lost padded batches, its token loop T = 3)."""
     seen: list[dict] = []  # the launch is only looked at: a bf16 pool on the CPU is never run
     monkeypatch.setattr(ssu.sanitizer, "launch", lambda kernel, grid, *a, **k: seen.append(dict(k, kernel=kernel)))
     _one_head(monkeypatch)
     monkeypatch.setattr(ssu, "_streams_on", lambda device: stream)
     monkeypatch.setattr(ssu, "SSU_STREAM", {(2, True): (4, 2, 1, 1, 1 << 30, False, 1)} if stream else {})
-    case = make_case(9, rows=2, tokens=2 * tokens, nheads=HEADS, dim=8, dstate=16, slots=8, ngroups=2, tied=True,
+    case = make_case(9, rows=2, tokens=2 * tokens, nheads=HEADS, dim=8, dstate=16, slots=8, ngroups=2, tied=tied,
                      has_z=z)
     kw = dict(state_batch_indices=random_slot_indices(2, 8, columns=tokens if tokens > 1 else None,
                                                       generator=gen(10)).to(DEVICE))

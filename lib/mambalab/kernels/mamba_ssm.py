@@ -316,10 +316,13 @@ SMALL_EFFECTIVE_BATCH, TIED_SMALL_EFFECTIVE_BATCH, NUM_WARPS = 8 * 128, 2 * 128,
 EARLY_STATE_LOAD = True  # honour early_state_load (False: every launch waits first, as without the promise)
 EARLY_STATE_MAX_REQUEST_HEADS, EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN = 4 * 128, 8 * 128
 EARLY_STATE_MAX_UNTIED = {4: 2 * 128, 2: 4 * 128}  # A/dt per element, one token, by state element size
-# The grid's order (calls 69-72, H200, beside vLLM): (row blocks, heads, requests) where a program takes one head, so
-# programs running together walk one slot's heads in order: fp32 state everywhere (batch 16-256 +4-6%, T = 2 / 4 at
-# 64 +6%), bf16 one token (64 / 256 +1-2%; with z, once z is loaded with x, 8 / 16 +2-4%, 64 / 256 -0.5%) and the
-# streaming kernel; not bf16's token loop (T = 3 at 64 -2%). Numbers: docs/benchmarks.md, "Heads before requests".
+# The grid's order (calls 69-78, beside vLLM): (row blocks, heads, requests) where a program takes one head, so
+# programs running together walk one slot's heads in order: fp32 state everywhere (H200 batch 16-256 +4-6%, T = 2 / 4
+# at 64 +6%), bf16's streaming kernel and bf16 with A/dt per element (one token: H100 64 / 256 / 512 0.993 / 0.979 /
+# 0.978 -> 1.026 / 1.003 / 1.026x, 9 -> 16 1.060 -> 0.977x, call 79). Not bf16's one-token kernel otherwise: +1-2.5%
+# unpadded (64 / 256), but a CUDA graph's padded rows (the batch's end) then run as a tail after the live ones: 9 -> 16
+# 1.408 -> 1.140x (H200), 1.106 -> 0.933x (H100); nor its token loop (T = 3 at 64 -2%). docs/benchmarks.md, "Heads
+# before requests".
 HEADS_FIRST_GRID = True
 SPEC_EARLY_DST_MAX = 8 * 128  # several tokens: store slots loaded with the inputs up to this request x heads (call 64)
 EARLY_STATE_PDL_SMALL_FP32 = True  # with the promise, the small fp32 tiles launch with PDL too
@@ -534,7 +537,7 @@ def selective_state_update(
         early = False  # the streaming kernel waits first
     launch_opts = {"USE_PDL": True, "launch_pdl": True, **({"EARLY_STATE": True} if early else {})} if pdl else {}
     heads_first = HEADS_FIRST_GRID and cfg.block_h == 1 and (  # a slot's heads walked together (the rule above)
-        p.state.element_size() >= 4 or stream is not None or one_token)
+        p.state.element_size() >= 4 or stream is not None or (one_token and not tied))
     if heads_first:
         grid, launch_opts["HEADS_FIRST"] = (grid[0], grid[2], grid[1]), True
     hint = (PREFETCH_STATE_MULTI_TOKEN if not one_token else PREFETCH_STATE if tied
