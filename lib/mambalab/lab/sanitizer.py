@@ -303,11 +303,10 @@ class _Launch:
     def guard(self, builder: Any, op: str, ptrs: Any, mask: Any) -> tuple[np.ndarray, np.ndarray]:
         """Untagged addresses and mask for the lanes that may touch memory.
 
-        One pass of NumPy over all lanes. The common case (every active lane
-        carries one argument's tag and stays inside it) returns after a single
-        bounds comparison, recording its one access where a log is open;
-        anything else takes the general path, which groups lanes by tag and
-        notes each violation.
+        One pass of NumPy over all lanes. The common case (every active lane carries one
+        argument's tag and stays inside it; one legal access, recorded where a log is open)
+        returns after a single bounds comparison; anything else takes the general path,
+        which groups lanes by tag and notes each violation.
         """
         p = ptrs.data
         if not isinstance(p, np.ndarray) or p.dtype != np.uint64:
@@ -368,12 +367,8 @@ class _Launch:
 
     def _record(self, pid, op, entry, addrs, n: int, legal: bool) -> None:
         """One access for the open logs: ``n`` lanes at ``addrs`` of ``entry`` (None: of no argument)."""
-        if entry is None:
-            slots: tuple[int, ...] = ()
-        else:
-            slots = tuple(np.unique(entry.slots_of(entry.elements(addrs))).tolist())
-        rec = Access(self.kernel, pid, pid[self.row_axis], op, entry.name if entry is not None else None, slots, n,
-                     legal)
+        slots = () if entry is None else tuple(np.unique(entry.slots_of(entry.elements(addrs))).tolist())
+        rec = Access(self.kernel, pid, pid[self.row_axis], op, None if entry is None else entry.name, slots, n, legal)
         for log in self.logs:
             log.accesses.append(rec)
 
@@ -381,8 +376,7 @@ class _Launch:
         row = pid[self.row_axis]
         if self.logs:
             for lanes, legal in ((ok, True), (bad, False)):
-                n = int(np.count_nonzero(lanes))
-                if n:
+                if n := int(np.count_nonzero(lanes)):
                     self._record(pid, op, entry, addr[lanes], n, legal)
         if not any_bad:
             return
