@@ -229,33 +229,3 @@ def test_the_worker_starts_in_the_idle_class_and_serves_at_normal_priority(monke
         assert os.sched_getscheduler(p.proc.pid) == os.SCHED_OTHER
     finally:
         p.close()
-
-
-@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's scheduling classes")
-def test_a_worker_still_starting_when_a_session_asks_is_moved_to_the_normal_class(monkeypatch):
-    """An idle-class start-up that has not finished :data:`PROMOTE_AFTER_S` after the start, when a session asks
-    for references, runs on at the normal priority (a busy second core starved it); before that it is left alone,
-    and the worker never puts itself back in the idle class."""
-    import resource
-
-    if os.geteuid() != 0 and resource.getrlimit(resource.RLIMIT_NICE)[0] < 20:
-        pytest.skip("this user may not leave the idle class (RLIMIT_NICE)")
-    monkeypatch.setenv("MAMBALAB_REFERENCE_POOL", "1")
-    monkeypatch.setattr(rp, "START_IDLE", True)
-    monkeypatch.setattr(rp, "PROMOTE_AFTER_S", 3600.0)
-    p = rp.ReferencePool()
-    try:
-        assert p.start()
-        assert not p.usable()  # not ready yet (torch's import alone takes ~1 s)
-        assert os.sched_getscheduler(p.proc.pid) == os.SCHED_IDLE and not p.promoted
-        monkeypatch.setattr(rp, "PROMOTE_AFTER_S", 0.0)
-        if p.usable():
-            pytest.skip("the worker became ready before it was asked again")
-        assert p.promoted and os.sched_getscheduler(p.proc.pid) == os.SCHED_OTHER
-        deadline = time.monotonic() + 90
-        while not p.ready and time.monotonic() < deadline:
-            assert os.sched_getscheduler(p.proc.pid) == os.SCHED_OTHER
-            p.poll(0.05)
-        assert p.ready and p.usable(), (p.broken, p.fingerprint)
-    finally:
-        p.close()

@@ -34,18 +34,13 @@ import time
 from collections import OrderedDict
 
 from mambalab.lab.reference_worker import MAX_MODELS
-from mambalab.lab.worker_process import CodeCheck, leave_idle_class, recv, send, spawn, stop
+from mambalab.lab.worker_process import CodeCheck, recv, send, spawn, stop
 
 MISSING = object()
 GRACE_S = 0.005  # the longest a caller waits for an answer still on its way before computing it itself
 # The worker's start-up in Linux's idle class (a panel's: it must never slow the engine). Off, it starts at the normal
 # priority: the tests of its answers, whose fixture waits for it on a machine whose cores xdist keeps busy.
 START_IDLE = True
-# A worker still starting in the idle class this long after its start, when a session asks for references, is moved
-# to the normal class: the idle class gave it the cores nothing wanted for that long (usually enough: ~1.3 s of CPU),
-# and from then on a learner is waiting for what it would serve. (On this 2-core VM an idle-class start-up was
-# still unfinished 3 s after its start in some runs, the second core busy elsewhere.)
-PROMOTE_AFTER_S = 1.0
 
 
 def enabled() -> bool:
@@ -81,8 +76,6 @@ class ReferencePool:
         self._late = False  # an answer did not come in time since the last submit: do not wait again
         self._code: CodeCheck | None = None
         self.sent = self.served = self.late = 0
-        self._started, self._promoted = 0.0, False
-        self.promoted = False  # the worker's start-up was moved to the normal class (:meth:`_promote`)
 
     # -- life ------------------------------------------------------------------------------------
     def start(self) -> bool:
@@ -97,7 +90,6 @@ class ReferencePool:
             self.broken = started
             return False
         self.proc, self._send, self._recv = started
-        self._started, self._promoted = time.monotonic(), not START_IDLE
         return True
 
     def close(self) -> None:
@@ -164,17 +156,8 @@ class ReferencePool:
         if not self.ready:
             self.poll()
             if not self.ready:
-                self._promote()
                 return False
         return self._code_matches()
-
-    def _promote(self) -> None:
-        """Move a worker that started in the idle class to the normal one, once :data:`PROMOTE_AFTER_S` passed."""
-        if self._promoted or self.proc is None or time.monotonic() - self._started < PROMOTE_AFTER_S:
-            return
-        self._promoted = True
-        if leave_idle_class(self.proc.pid):
-            self.promoted = True
 
     def _code_matches(self) -> bool:
         """Every module the worker loaded describes the same here (:class:`~mambalab.lab.worker_process.CodeCheck`)."""

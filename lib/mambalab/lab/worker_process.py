@@ -76,26 +76,24 @@ def stop(proc, conns) -> None:
 
 
 def enter_idle_class() -> None:
-    """In a worker, at its start (``idle`` given), where Linux's idle class does not exist: the lowest nice. (On
-    Linux its caller put it in the idle class right after the spawn, and may since have moved it back to the normal
-    class: ``ReferencePool._promote``; a call from here would undo that.)"""
-    if hasattr(os, "SCHED_IDLE"):
-        return
+    """In a worker, at its start (``idle`` given): Linux's idle class (else the lowest nice)."""
     try:
-        os.nice(19)
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        try:
+            os.nice(19)
+        except (AttributeError, OSError):
+            pass
+
+
+def leave_idle_class() -> None:
+    """In a worker, once ready: its jobs are short bursts beside the engine, served at the normal priority where
+    the user may (an idle-class worker on a busy core answers late)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
     except (AttributeError, OSError):
         pass
-
-
-def leave_idle_class(pid: int = 0) -> bool:
-    """In a worker once ready (or in its caller, ``pid``): its jobs are short bursts beside the engine, served at the
-    normal priority where the user may (an idle-class worker on a busy core answers late). False where not allowed."""
-    try:
-        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
-        os.setpriority(os.PRIO_PROCESS, pid, 0)
-    except (AttributeError, OSError):
-        return False
-    return True
 
 
 def connections(argv: list[str]):
