@@ -115,7 +115,7 @@ def helper_counts() -> dict:
 
     rp = reference_pool.POOL
     return dict(references_ready=rp.ready, references_sent=rp.sent, references_served=rp.served,
-                references_late=rp.late, references_worker_promoted=rp.promoted)
+                references_late=rp.late)
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -255,9 +255,8 @@ def main(argv=None) -> int:
               flush=True)
     h = helper_counts()
     print(f"\nreferences' second process (lab/reference_pool.py): ready {h['references_ready']}, "
-          f"{h['references_served']} of {h['references_sent']} asked served, {h['references_late']} late, "
-          f"start-up moved to the normal class: {h['references_worker_promoted']} (a panel whose references it did "
-          "not serve computed them in its redraw)")
+          f"{h['references_served']} of {h['references_sent']} asked served, {h['references_late']} late (a panel "
+          "whose references it did not serve computed them in its redraw)")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\nload average {load:.2f} at the end")
     if args.json:
