@@ -33,9 +33,6 @@ from mambalab.lab.worker_process import connections, enter_idle_class, leave_idl
 
 MAX_MODELS = 16
 _PLAIN = (bool, int, float, str, bytes, type(None))
-# Values that differ between two processes running the same code (left out of a module's fingerprint): the
-# sanitizer's safe address, where illegal lanes point (an address in this process's memory).
-PER_PROCESS = {"mambalab.lab.sanitizer": frozenset({"_SAFE_ADDRESS"})}
 
 
 def _const(c, h) -> None:
@@ -102,14 +99,13 @@ def _value(v, h, depth: int = 0) -> None:
 
 
 def module_fingerprint(mod) -> str:
-    """A digest of ``mod``'s plain constants and callables (submodules, other objects and :data:`PER_PROCESS`
-    left out, as in ``worker.cuda_graph._code_fingerprint``), the same in every process that loaded the same code."""
+    """A digest of ``mod``'s plain constants and callables (submodules and other objects left out, as in
+    ``worker.cuda_graph._code_fingerprint``), the same in every process that loaded the same code."""
     h = hashlib.blake2b(digest_size=16)
     ns = vars(mod)
-    skip = PER_PROCESS.get(mod.__name__, ())
     for name in sorted(ns):
         v = ns[name]
-        if name in skip or isinstance(v, types.ModuleType) or not (isinstance(v, _PLAIN) or callable(v)):
+        if isinstance(v, types.ModuleType) or not (isinstance(v, _PLAIN) or callable(v)):
             continue
         h.update(name.encode() + b"=")
         _value(v, h)

@@ -1,12 +1,10 @@
-"""What the lab's helper processes share: their start, their scheduling classes and the check that the caller's code
-is still the code they loaded.
+"""A helper process of the lab: its start, its scheduling classes and the check that the caller's code is still the
+code it loaded (the references' worker: ``lab/reference_pool.py``, ``lab/reference_worker.py``).
 
-Two helpers run beside a panel's engine on the second core: the references (``lab/reference_pool.py``,
-``lab/reference_worker.py``) and the other DP ranks' launches (``engine/dp_helper.py``,
-``engine/dp_helper_worker.py``). Each is a fresh interpreter (``subprocess``: fork + exec, never a bare fork of a
-process whose torch threads are up), started in Linux's idle class (its start-up, torch's and Triton's imports, only
-uses a core nothing else wants) and serving at the normal priority once ready, where the user may leave the idle
-class; it talks over two pipes (plain pickle) and exits when its input closes.
+A helper is a fresh interpreter (``subprocess``: fork + exec, never a bare fork of a process whose torch threads are
+up), started in Linux's idle class (its start-up, torch's import, only uses a core nothing else wants) and serving at
+the normal priority once ready, where the user may leave the idle class; it talks over two pipes (plain pickle) and
+exits when its input closes.
 """
 
 from __future__ import annotations
@@ -19,25 +17,15 @@ import sys
 import types
 from pathlib import Path
 
-_F_SETPIPE_SZ = 1031  # fcntl's F_SETPIPE_SZ (Linux)
 
-
-def spawn(module: str, args: list[str], *, start_idle: bool, pipe_size: int = 0):
+def spawn(module: str, args: list[str], *, start_idle: bool):
     """Start ``python -m module IN_FD OUT_FD *args``; returns ``(proc, to_worker, from_worker)`` (two
     ``Connection``s), or a string saying why it could not start. ``start_idle``: the child is put in the idle class
-    at once, before it imports anything. ``pipe_size``: the worker's output pipe is grown to it where Linux allows
-    (a worker that answers in bursts then never waits on a reader busy elsewhere)."""
+    at once, before it imports anything."""
     from multiprocessing.connection import Connection
 
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
-    if pipe_size:
-        try:
-            import fcntl
-
-            fcntl.fcntl(from_w, _F_SETPIPE_SZ, pipe_size)
-        except (ImportError, OSError):
-            pass
     env = dict(os.environ)
     lib = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
