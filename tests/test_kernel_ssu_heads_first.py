@@ -31,18 +31,6 @@ def _one_head(monkeypatch, rows=4):
     monkeypatch.setattr(ssu, "choose_launch_config", lambda *a, **k: LaunchConfig(block_m=rows, num_warps=1))
 
 
-def _grid_spy(monkeypatch) -> list[tuple]:
-    grids: list[tuple] = []
-    real = ssu.sanitizer.launch
-
-    def spy(kernel, grid, *args, **kwargs):
-        grids.append(tuple(grid))
-        return real(kernel, grid, *args, **kwargs)
-
-    monkeypatch.setattr(ssu.sanitizer, "launch", spy)
-    return grids
-
-
 # form: (make_case keywords, index columns, num_accepted, the kernel launched, whether a 16-bit state takes it)
 FORMS = {
     "one-token": (dict(tied=True, has_z=False), 1, None, ssu._ssu_kernel, False),
@@ -79,7 +67,6 @@ def test_heads_first_gives_the_same_bytes(monkeypatch, dtypes, form):
     monkeypatch.setattr(untied, "UNTIED_REQS", {s: [(ROWS, 1, 1 << 30, 0)] for s in (2, 4)}
                         if form == "untied-reqs" else {})
     seen = spy_launches(monkeypatch, ssu)
-    grids = _grid_spy(monkeypatch)
     results = []
     for on in (False, True):
         monkeypatch.setattr(ssu, "HEADS_FIRST_GRID", on)
@@ -87,10 +74,11 @@ def test_heads_first_gives_the_same_bytes(monkeypatch, dtypes, form):
     assert all(s["kernel"] is FORMS[form][3] for s in seen)
     if case.state.dtype == torch.float32 or FORMS[form][4]:
         assert [s.get("HEADS_FIRST", False) for s in seen] == [False, True]
-        assert grids[1] == (grids[0][0], grids[0][2], grids[0][1])  # the heads' axis before the requests'
-        assert grids[1][1] == HEADS and seen[1]["row_axis"] == 2
+        g0, g1 = seen[0]["grid"], seen[1]["grid"]
+        assert g1 == (g0[0], g0[2], g0[1])  # the heads' axis before the requests'
+        assert g1[1] == HEADS and seen[1]["row_axis"] == 2
     else:
-        assert not any(s.get("HEADS_FIRST", False) for s in seen) and grids[1] == grids[0]
+        assert not any(s.get("HEADS_FIRST", False) for s in seen) and seen[1]["grid"] == seen[0]["grid"]
     (s0, o0), (s1, o1) = results
     assert torch.equal(o1, o0) and torch.equal(s1, s0)
     assert not o1.isnan().any()

@@ -63,7 +63,7 @@ from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import INTERPRET
 from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot, prefetch_rows_l2
-from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_src_slot
+from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_stream import _ssu_stream_kernel, _ssu_token
 from mambalab.kernels.mamba_ssm_untied import _ssu_untied_reqs_kernel, untied_reqs
 from mambalab.kernels.mamba_ssm_ref import is_tied, prepare_ssu_inputs
@@ -116,8 +116,7 @@ def _ssu_kernel(
     # request (axis 1) and one head (axis 2). It keeps its state tile in
     # registers, in float32, for all the request's tokens.
     pid_m = tl.program_id(0)
-    pid_r = tl.program_id(2 if HEADS_FIRST else 1)
-    pid_h = tl.program_id(1 if HEADS_FIRST else 2)
+    pid_r, pid_h = _ssu_request_head(HEADS_FIRST)
     if USE_PDL:
         # Programmatic dependent launch (as vLLM's causal_conv1d does): let the next launch's programs be
         # scheduled now, then wait until every earlier launch has finished and its writes are visible.
@@ -507,9 +506,10 @@ def selective_state_update(
         raise ValueError(f"block_h={cfg.block_h} does not divide nheads={p.nheads}")
     # PDL helps the 16-bit state and the larger fp32 launches; fp32 tiles of 4 rows or fewer ran slower with it.
     small_fp32 = p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M
-    early = (early_state_load and EARLY_STATE_LOAD and (tied or p.num_requests * p.nheads <= EARLY_STATE_MAX_UNTIED.get(
-        p.state.element_size(), 0)) and p.num_requests * p.nheads
-             <= (EARLY_STATE_MAX_REQUEST_HEADS if one_token else EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN))
+    rh = p.num_requests * p.nheads  # the rules' effective batch: request x heads
+    early = (early_state_load and EARLY_STATE_LOAD and rh <= (EARLY_STATE_MAX_REQUEST_HEADS if one_token else
+                                                              EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN)
+             and (tied or rh <= EARLY_STATE_MAX_UNTIED.get(p.state.element_size(), 0)))
     pdl = use_pdl(p.state.device) and (not small_fp32 or (early and EARLY_STATE_PDL_SMALL_FP32))
     kernel, heads = _ssu_kernel, {}
     if cfg.block_h > 1:
@@ -543,9 +543,9 @@ def selective_state_update(
     hint = (PREFETCH_STATE_MULTI_TOKEN if not one_token else PREFETCH_STATE if tied
             else PREFETCH_STATE_UNTIED).get(p.state.element_size())
     if (pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx and hint
-            and hint[1] <= p.num_requests * p.nheads <= hint[2]):
+            and hint[1] <= rh <= hint[2]):
         launch_opts["PREFETCH"] = hint[0]
-    if p.num_requests * p.nheads <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
+    if rh <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True
 
     sanitizer.launch(

@@ -21,6 +21,13 @@ from mambalab.kernels.common import is_live_slot
 
 
 @triton.jit
+def _ssu_request_head(HEADS_FIRST: tl.constexpr):
+    """A one-head program's (request, head) ids: grid ``(row blocks, requests, heads)``, or with ``HEADS_FIRST``
+    ``(row blocks, heads, requests)`` (``mamba_ssm.HEADS_FIRST_GRID``: a slot's heads run together)."""
+    return tl.program_id(2 if HEADS_FIRST else 1), tl.program_id(1 if HEADS_FIRST else 2)
+
+
+@triton.jit
 def _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
                   HAS_NUM_ACCEPTED: tl.constexpr, CLAMP_ACCEPTED: tl.constexpr):
     """The slot request ``pid_r`` reads its initial state from: column ``num_accepted - 1`` of its index row

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from mambalab.kernels.common import is_live_slot
-from mambalab.kernels.mamba_ssm_kernels import _softplus, _ssu_src_slot
+from mambalab.kernels.mamba_ssm_kernels import _softplus, _ssu_request_head, _ssu_src_slot
 
 
 @triton.jit
@@ -98,8 +98,7 @@ def _ssu_stream_kernel(
     """``_ssu_kernel``'s arguments (the launch passes the same list; here ``TIE_HDIM`` and ``HAS_INDICES``),
     then the streaming shape."""
     pid_m = tl.program_id(0)
-    pid_r = tl.program_id(2 if HEADS_FIRST else 1)
-    pid_h = tl.program_id(1 if HEADS_FIRST else 2)
+    pid_r, pid_h = _ssu_request_head(HEADS_FIRST)
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()

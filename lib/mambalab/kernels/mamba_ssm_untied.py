@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from mambalab.kernels.common import is_live_slot
+from mambalab.kernels.mamba_ssm_kernels import _ssu_request_head
 from mambalab.kernels.mamba_ssm_stream import _ssu_token
 
 
@@ -53,8 +54,7 @@ def _ssu_untied_reqs_kernel(
     """``_ssu_kernel``'s arguments (one token, indices, ``dst is src``, ``A``/``dt`` per element only)."""
     tl.static_assert(ONE_TOKEN and HAS_INDICES and DST_IS_SRC and not TIE_HDIM and not IS_VARLEN)
     pid_m = tl.program_id(0)
-    pid_g = tl.program_id(2 if HEADS_FIRST else 1)
-    pid_h = tl.program_id(1 if HEADS_FIRST else 2)
+    pid_g, pid_h = _ssu_request_head(HEADS_FIRST)  # pid_g: a group of REQS requests
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()

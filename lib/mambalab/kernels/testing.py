@@ -110,13 +110,13 @@ __all__ = [
 
 def spy_launches(monkeypatch, module) -> list[dict]:
     """Record the keyword arguments (constexprs, launch options) of every launch ``module`` makes through
-    ``module.sanitizer.launch`` while ``monkeypatch`` is active, with the kernel under ``"kernel"``; the
-    launches still run."""
+    ``module.sanitizer.launch`` while ``monkeypatch`` is active, with the kernel under ``"kernel"`` and the grid
+    under ``"grid"``; the launches still run."""
     seen: list[dict] = []
     real = module.sanitizer.launch
 
     def spy(kernel, grid, *args, **kwargs):
-        seen.append(dict(kwargs, kernel=kernel))
+        seen.append(dict(kwargs, kernel=kernel, grid=tuple(grid)))
         return real(kernel, grid, *args, **kwargs)
 
     monkeypatch.setattr(module.sanitizer, "launch", spy)
