@@ -26,6 +26,7 @@ import torch
 
 from mambalab.lab.bugs import BugConfig, resolve
 from mambalab.device import DEVICE
+from mambalab.guard_band import banded_gather, banded_index
 from mambalab.core.kv_cache_interface import MambaSpec
 from mambalab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 
@@ -103,7 +104,8 @@ class MambaAttentionMetadataBuilder:
             shape = (max_bs, 1 + self.num_spec)
         else:
             shape = (max_bs,)
-        self.state_indices_tensor_d = torch.zeros(shape, dtype=torch.int32, device=self.device)
+        # behind a guard row of PAD_SLOT_ID: zero-accepted's row 0 reads column -1 (mambalab/guard_band.py)
+        self.state_indices_tensor_d = banded_index(shape, torch.int32, self.device)
         self.num_accepted_tokens = (
             torch.ones(max_bs, dtype=torch.int32, device=self.device) if self.num_spec else None
         )
@@ -281,7 +283,7 @@ class MambaAttentionMetadataBuilder:
         if self.bugs.has("spec-slots/gather"):
             return d.gather(1, last_computed[:, None]), dst, None
         prev = md.block_idx_last_scheduled_token_prev_step.to(torch.int64)
-        src = d.gather(1, prev[:, None] + self.spec_offsets)
+        src = banded_gather(d, prev[:, None] + self.spec_offsets)  # its column -1: mambalab/guard_band.py
         return src, dst, md.num_accepted_tokens
 
 

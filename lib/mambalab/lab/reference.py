@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from mambalab.engine.core import Engine, EngineCrash
+from mambalab.guard_band import GuardSlotWritten
 from mambalab.lab.reference_pool import MISSING, POOL as _POOL
 from mambalab.lab.verdict import STATE_ATOL, Crash, Divergence, IllegalAccess, Verdict
 
@@ -147,7 +148,11 @@ def judge(engine: Engine, crash: EngineCrash | None = None) -> Verdict:
         err = crash.error
         v.illegal = IllegalAccess.from_error(err, crash.step, crash.rank)
         cuda_fault = "illegal memory access" in str(err).lower() or "illegal address" in str(err).lower()
-        if v.illegal is None and cuda_fault:
+        if v.illegal is None and isinstance(err, GuardSlotWritten):
+            # no sanitizer (a GPU, or the CPU with it off): the pool's guard slot was stored to
+            v.illegal = IllegalAccess(step=crash.step, rank=crash.rank, op="store", arg=err.pools[0], slot=-1,
+                                      message=str(err))
+        elif v.illegal is None and cuda_fault:
             # On a GPU there is no sanitizer: the hardware (or CUDA) reports the fault.
             v.illegal = IllegalAccess(step=crash.step, rank=crash.rank, message=str(err).splitlines()[0])
         elif v.illegal is None:

@@ -67,7 +67,8 @@ class IllegalAccess:
 
     def describe(self) -> str:
         if not self.from_sanitizer:
-            return f"ILLEGAL MEMORY ACCESS at step {self.step}, rank {self.rank} (CUDA): {self.message}"
+            where = "CUDA" if self.arg is None else "the guard slot"
+            return f"ILLEGAL MEMORY ACCESS at step {self.step}, rank {self.rank} ({where}): {self.message}"
         return (f"ILLEGAL MEMORY ACCESS at step {self.step}, rank {self.rank}: kernel {self.kernel}, "
                 f"row {self.row}, {self.op} of {self.arg} at slot {self.slot} "
                 f"(element {self.index}; the pool has {self.num_slots} slots)")

@@ -1,13 +1,15 @@
 """Every request's recurrent memory: :class:`ModelState`, four pools (Mamba conv, Mamba SSM, GDN
 conv, GDN recurrent) indexed by block id, block 0 the null block. The miniature of the Mamba
 KV-cache group's tensors (``MambaSpec`` in ``vllm/v1/kv_cache_interface.py``, allocated by the
-GPU model runner); :func:`zero_state` is a request that has seen no token."""
+GPU model runner); :func:`zero_state` is a request that has seen no token. Each pool is allocated
+behind one guard slot of its own (``mambalab/guard_band.py``: the workbook's, not vLLM's)."""
 
 from __future__ import annotations
 
 import torch
 
 from mambalab.device import DEVICE
+from mambalab.guard_band import GUARD_CANARY, GUARD_SLOTS, behind_band
 from mambalab.kernels.causal_conv1d import make_conv_state
 from mambalab.model.config import TinyHybridConfig
 
@@ -22,13 +24,18 @@ class ModelState:
     SSM state of every Mamba-like layer). Conv pools are stored
     dim-contiguous (:func:`~mambalab.kernels.causal_conv1d.make_conv_state`),
     the GDN pool ``[slots, HV, V, K]``. Everything starts as zeros.
+
+    ``guards``: each pool's guard slot (slot ``-1`` of its storage, owned by the pool),
+    :meth:`allocate`'s; :meth:`guards_written` says which a kernel stored to.
     """
 
-    def __init__(self, cfg: TinyHybridConfig, pools: dict[str, torch.Tensor]) -> None:
+    def __init__(self, cfg: TinyHybridConfig, pools: dict[str, torch.Tensor],
+                 guards: dict[str, torch.Tensor] | None = None) -> None:
         if set(pools) != set(STATE_KEYS):
             raise ValueError(f"pools must have the keys {STATE_KEYS}, got {sorted(pools)}")
         self.cfg = cfg
         self.pools = pools
+        self.guards = guards or {}
         self.num_blocks = next(iter(pools.values())).shape[0]
 
     @classmethod
@@ -39,18 +46,26 @@ class ModelState:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> "ModelState":
-        """Zeroed pools of ``num_blocks`` slots (block 0 included)."""
+        """Zeroed pools of ``num_blocks`` slots (block 0 included), each behind its guard slot
+        (filled with ``GUARD_CANARY``)."""
         if num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1 (block 0 is the null block), got {num_blocks}")
         device = DEVICE if device is None else torch.device(device)
         shapes = cfg.state_shapes()
-        pools = {
-            "mamba_conv": make_conv_state(num_blocks, *shapes["mamba_conv"], dtype=dtype, device=device),
-            "mamba_ssm": torch.zeros((num_blocks, *shapes["mamba_ssm"]), dtype=dtype, device=device),
-            "gdn_conv": make_conv_state(num_blocks, *shapes["gdn_conv"], dtype=dtype, device=device),
-            "gdn_recurrent": torch.zeros((num_blocks, *shapes["gdn_recurrent"]), dtype=dtype, device=device),
+        n = num_blocks + GUARD_SLOTS
+        full = {
+            "mamba_conv": make_conv_state(n, *shapes["mamba_conv"], dtype=dtype, device=device),
+            "mamba_ssm": torch.zeros((n, *shapes["mamba_ssm"]), dtype=dtype, device=device),
+            "gdn_conv": make_conv_state(n, *shapes["gdn_conv"], dtype=dtype, device=device),
+            "gdn_recurrent": torch.zeros((n, *shapes["gdn_recurrent"]), dtype=dtype, device=device),
         }
-        return cls(cfg, pools)
+        banded = {k: behind_band(t, GUARD_CANARY) for k, t in full.items()}
+        return cls(cfg, {k: v for k, (v, _) in banded.items()}, {k: g for k, (_, g) in banded.items()})
+
+    def guards_written(self) -> list[str]:
+        """The pools whose guard slot no longer holds ``GUARD_CANARY``: a kernel stored one slot
+        before them (``pad-minus-one``'s ``-1`` on a GPU, or on the CPU with the sanitizer off)."""
+        return [k for k, g in self.guards.items() if not bool((g == GUARD_CANARY).all())]
 
     # -- convenient attribute access ----------------------------------------
     @property

@@ -67,8 +67,8 @@ class BlockTable:
         self.device = torch.device(device)
         self.bugs = resolve(bugs)
 
-        self.block_table = CpuGpuBuffer(
-            self.max_num_reqs, self.max_num_blocks_per_req, dtype=torch.int32, device=self.device
+        self.block_table = CpuGpuBuffer(  # banded: a decode reads column -1 of row 0 (mambalab/guard_band.py)
+            self.max_num_reqs, self.max_num_blocks_per_req, dtype=torch.int32, device=self.device, banded=True
         )
         self.num_blocks_per_row = np.zeros(self.max_num_reqs, dtype=np.int32)
         self.slot_mapping = CpuGpuBuffer(

@@ -11,20 +11,27 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mambalab.constants import PAD_SLOT_ID
 from mambalab.device import DEVICE
+from mambalab.guard_band import GUARD_SLOTS, behind_band
 
 
 class CpuGpuBuffer:
     def __init__(self, *shape: int, dtype: torch.dtype, device: torch.device | str = DEVICE,
-                 fill: int | float = 0) -> None:
+                 fill: int | float = 0, banded: bool = False) -> None:
+        """``banded``: both sides start after a guard row of ``PAD_SLOT_ID`` (an index buffer a
+        pre-fix kernel reads one element before: ``mambalab/guard_band.py``)."""
         for i, s in enumerate(shape):
             if not isinstance(s, (int, np.integer)) or s < 0:
                 raise ValueError(f"buffer shape[{i}] must be a non-negative int, got {s!r}")
         device = torch.device(device)
         pin = device.type == "cuda"
-        self.cpu = torch.full(shape, fill, dtype=dtype, pin_memory=pin)
+        lead = (shape[0] + GUARD_SLOTS, *shape[1:]) if banded else shape
+        self.cpu = torch.full(lead, fill, dtype=dtype, pin_memory=pin)
+        self.gpu = torch.full(lead, fill, dtype=dtype, device=device)
+        if banded:
+            self.cpu, self.gpu = behind_band(self.cpu, PAD_SLOT_ID)[0], behind_band(self.gpu, PAD_SLOT_ID)[0]
         self.np = self.cpu.numpy()
-        self.gpu = torch.full(shape, fill, dtype=dtype, device=device)
 
     def copy_to_gpu(self, n: int | None = None) -> torch.Tensor:
         """Copy the first ``n`` rows (all when None) to the device; return that slice.
