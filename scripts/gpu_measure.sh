@@ -82,7 +82,7 @@ fi
 
 if has sanitizer; then
   for mode in bug fixed; do
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 compute-sanitizer --tool memcheck \
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 compute-sanitizer --tool memcheck --show-backtrace no \
       python3 -m mambalab.gpu.pad_minus_one --$mode > "$out/memcheck-$mode.txt" 2>&1
     echo "exit code $?" >> "$out/memcheck-$mode.txt"
   done

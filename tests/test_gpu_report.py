@@ -112,10 +112,10 @@ def test_drawings(recorded):
 def test_memcheck_report_recorded():
     text = gr.memcheck_report(live=False)
     assert "Recorded on the GPU machine" in text
-    assert "Invalid __global__ read" in text and "selective_state_update.py" in text
+    assert "Invalid __global__ read" in text and "mamba_ssm.py:178" in text and "block (0,2,3)" in text
     assert "ERROR SUMMARY: 0 errors" in text
     assert "Access to 0x… is out of bounds" in text and "0x7f" not in text
-    assert "ERROR SUMMARY: 2562 errors" in text and "Host Frame" not in text
+    assert "ERROR SUMMARY: 1282 errors" in text and "Host Frame" not in text
 
 
 def test_replay_verdicts_recorded():
