@@ -24,6 +24,7 @@ if "OMP_NUM_THREADS" not in os.environ:
 SLOW = {
     "test_browser.py": None,
     "test_notebooks.py": None,
+    "test_notebooks_cuda.py": None,
     "test_hunt.py": None,
     "test_hunt_worker.py": None,
     "test_hunt_pool.py": ("test_hunt_with_jobs", "test_a_worker_started"),  # worker processes, real hunts

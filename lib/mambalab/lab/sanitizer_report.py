@@ -51,6 +51,10 @@ class IllegalMemoryAccess(RuntimeError):
         self.numel = first.numel
         super().__init__(self._message())
 
+    def __reduce__(self):
+        """Pickled as its violations (a report made in a helper process, e.g. on the interpreter)."""
+        return type(self), (self.violations, self.total)
+
     def _message(self) -> str:
         first = self.violations[0]
         n = self.total

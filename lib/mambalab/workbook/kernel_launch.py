@@ -7,6 +7,11 @@ guard of #39064's pre-fix world). Each kernel family keeps its own guard, as ups
 
 from __future__ import annotations
 
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from typing import Sequence
@@ -76,7 +81,7 @@ def _launch(name: str, indices: Sequence[int], bugs: BugConfig | None, seed: int
     bugs = bugs if bugs is not None else BugConfig()
     if not INTERPRET and any(int(i) < 0 for i in indices):
         raise RuntimeError(f"{name}: a negative index on a GPU is a real illegal access; "
-                           "run this cell on the CPU interpreter (MAMBALAB_DEVICE=cpu)")
+                           "run this launch on the CPU interpreter (MAMBALAB_DEVICE=cpu)")
     g = torch.Generator().manual_seed(seed)
     state, kw = make(lambda *shape: torch.randn(*shape, generator=g), len(indices))
     state[NULL_BLOCK_ID] = 0
@@ -104,13 +109,17 @@ def launch_ssu(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
     Rows with a positive index are live requests (named r0, r1, ... in row
     order); the pool's other slots hold random state, the null block holds
     zeros. An illegal access is caught (``KernelRun.error``), not raised.
-    On a GPU nothing is recorded and a wild index is a real fault: there a
-    negative index is refused.
+    On a GPU a wild index is a real fault, which would end the process (a
+    Jupyter kernel with it): there a launch with a negative index runs on the
+    CPU interpreter in a helper process (:func:`on_the_interpreter`), so its
+    report is the sanitizer's, as on a laptop.
 
     One program per (row, head), as vLLM's launch and the lab's on a GPU (the
     engine's interpreter launch stacks a row's heads in one program for speed),
     so the programs and addresses shown are the ones a GPU runs.
     """
+    if _needs_interpreter(indices):
+        return on_the_interpreter("launch_ssu", indices, bugs, slots=slots, seed=seed)
     from mambalab.kernels.mamba_ssm import LaunchConfig, launch_config_override, selective_state_update
     from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
 
@@ -137,6 +146,8 @@ def launch_gdn(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
     pre-fix world: padded rows load the null block and store into it). One program per (row, value
     head), as FLA's launch.
     """
+    if _needs_interpreter(indices):
+        return on_the_interpreter("launch_gdn", indices, bugs, slots=slots, seed=seed)
     from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
     from mambalab.kernels.gated_delta_rule_ref import fused_recurrent_gated_delta_rule_ref
 
@@ -153,3 +164,34 @@ def launch_gdn(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
                    lambda state, idx, kw: fused_recurrent_gated_delta_rule_ref(
                        initial_state=state, ssm_state_indices=idx, **kw),
                    index_name="ssm_state_indices", family=KernelFamily.FLA)
+
+
+def _needs_interpreter(indices: Sequence[int]) -> bool:
+    return not INTERPRET and any(int(i) < 0 for i in indices)
+
+
+def on_the_interpreter(fn: str, indices: Sequence[int], bugs: BugConfig | None = None, **kw) -> KernelRun:
+    """``fn`` (:func:`launch_ssu` or :func:`launch_gdn`) run in a helper process on Triton's CPU
+    interpreter (``MAMBALAB_DEVICE=cpu``) and its :class:`KernelRun` returned: the same kernel
+    source, under the sanitizer, whatever this process's device. A GPU machine's way to show a
+    negative index's illegal access without making it."""
+    if fn not in ("launch_ssu", "launch_gdn"):
+        raise ValueError(f"on_the_interpreter runs launch_ssu or launch_gdn, not {fn!r}")
+    code = ("import pickle, sys\n"
+            "from mambalab.workbook import kernel_launch as k\n"
+            "fn, indices, bugs, kw = pickle.load(open(sys.argv[1], 'rb'))\n"
+            "run = getattr(k, fn)(indices, bugs, **kw)\n"
+            "pickle.dump(run, open(sys.argv[1], 'wb'))\n")
+    lib = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, MAMBALAB_DEVICE="cpu",
+               PYTHONPATH=os.pathsep.join(p for p in (lib, os.environ.get("PYTHONPATH", "")) if p))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "launch.pkl")
+        with open(path, "wb") as f:
+            pickle.dump((fn, [int(i) for i in indices], bugs, kw), f)
+        r = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, env=env,
+                           timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError(f"{fn} on the CPU interpreter failed (exit {r.returncode}): {r.stderr[-2000:]}")
+        with open(path, "rb") as f:
+            return pickle.load(f)
