@@ -3,8 +3,10 @@
 On a GPU nothing stops a pre-fix ``-1``: before the bands, ``zero-accepted``'s capture read the int32 before
 its index buffer as a slot and faulted, which aborted a CUDA test worker (a Jupyter kernel would die the same
 way), and ``pad-minus-one`` stored into whatever tensor lay before each pool. These tests run the kernels
-unguarded on the CPU (the sanitizer off) to show where those accesses now land; with the sanitizer on they
-are still stopped and reported as before (tests/test_sanitizer.py, tests/test_kernel_zero_accepted.py).
+unguarded on the CPU (the sanitizer off) to show where those accesses now land (before the bands, the
+pad-minus-one replay below killed the test process: a segmentation fault or glibc's heap-corruption abort);
+with the sanitizer on they are still stopped and reported as before (tests/test_sanitizer.py,
+tests/test_kernel_zero_accepted.py).
 """
 
 from __future__ import annotations

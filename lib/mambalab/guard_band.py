@@ -7,6 +7,9 @@ state indices (an accepted count of 0: a load, whose value is then used as a slo
 
 * **On the CPU** the sanitizer stops both before they happen: it guards a view at its own
   outline, not at its storage's (``lab/sanitizer.py``), so the bands below change nothing there.
+  With the sanitizer off (``MAMBALAB_SANITIZER=0``) the stores happened on the CPU too: before
+  the bands, ``pad-minus-one``'s replay corrupted the process's heap and died (a segmentation
+  fault, or glibc's "corrupted double-linked list").
 * **On a GPU nothing stops them.** In vLLM those bytes are whatever PyTorch's caching allocator
   put before the tensor: another tensor's (a store corrupts it; a load returns garbage, and a
   garbage slot sends the next state load anywhere) or unmapped memory. An unmapped address is
