@@ -47,9 +47,9 @@ def behind_band(full: torch.Tensor, fill: float | int) -> tuple[torch.Tensor, to
 
 
 def banded_index(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str,
-                 fill: int = 0) -> torch.Tensor:
+                 fill: int | float = 0, *, pin_memory: bool = False) -> torch.Tensor:
     """A ``torch.full(shape, fill)`` index tensor with a guard row of ``PAD_SLOT_ID`` before it."""
-    full = torch.full((shape[0] + GUARD_SLOTS, *shape[1:]), fill, dtype=dtype, device=device)
+    full = torch.full((shape[0] + GUARD_SLOTS, *shape[1:]), fill, dtype=dtype, device=device, pin_memory=pin_memory)
     return behind_band(full, PAD_SLOT_ID)[0]
 
 

@@ -39,7 +39,6 @@ from mambalab.worker.model_runner import ModelRunner, RunnerConfig, StepRecord
 from mambalab.worker.cudagraph_dispatcher import CUDAGraphMode, synchronize_cudagraph_mode
 from mambalab.core.request import Request
 from mambalab.lab.sanitizer import IllegalMemoryAccess
-from mambalab.guard_band import GuardSlotWritten
 from mambalab.core.sched.scheduler import Scheduler
 from mambalab.core.sched.output import SchedulerOutput
 
@@ -271,9 +270,7 @@ class Engine:
                 if not n and dp_tokens:
                     # An idle rank pads to the others' size; the runner pads it to a graph size.
                     rec = rank.runner.dummy_run(self._dummy_size(rank, dp_tokens), cudagraph_mode_across_dp)
-                written = rank.runner.state.guards_written()
-                if written:  # a store one slot before a pool (mambalab/guard_band.py)
-                    raise GuardSlotWritten(written, self.step)
+                rank.runner.state.check_guards(self.step)  # a store one slot before a pool (mambalab/guard_band.py)
             if n:
                 drafts = self._propose(rank, sampled)
                 finished = rank.scheduler.update_from_output(so, sampled, drafts)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from mambalab.device import DEVICE
-from mambalab.guard_band import GUARD_CANARY, GUARD_SLOTS, behind_band
+from mambalab.guard_band import GUARD_CANARY, GUARD_SLOTS, GuardSlotWritten, behind_band
 from mambalab.kernels.causal_conv1d import make_conv_state
 from mambalab.model.config import TinyHybridConfig
 
@@ -64,8 +64,19 @@ class ModelState:
 
     def guards_written(self) -> list[str]:
         """The pools whose guard slot no longer holds ``GUARD_CANARY``: a kernel stored one slot
-        before them (``pad-minus-one``'s ``-1`` on a GPU, or on the CPU with the sanitizer off)."""
-        return [k for k, g in self.guards.items() if not bool((g == GUARD_CANARY).all())]
+        before them (``pad-minus-one``'s ``-1`` on a GPU, or on the CPU with the sanitizer off).
+        One device synchronisation for all of them."""
+        if not self.guards:
+            return []
+        changed = torch.stack([(g != GUARD_CANARY).any() for g in self.guards.values()]).tolist()
+        return [k for k, c in zip(self.guards, changed) if c]
+
+    def check_guards(self, step: int | None = None) -> None:
+        """Raise :class:`~mambalab.guard_band.GuardSlotWritten` if a kernel stored one slot before a
+        pool (``step``: the engine step that ran the kernels; None: the start-up captures)."""
+        written = self.guards_written()
+        if written:
+            raise GuardSlotWritten(written, step)
 
     # -- convenient attribute access ----------------------------------------
     @property

@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mambalab.constants import PAD_SLOT_ID
 from mambalab.device import DEVICE
-from mambalab.guard_band import GUARD_SLOTS, behind_band
+from mambalab.guard_band import banded_index
 
 
 class CpuGpuBuffer:
@@ -26,11 +25,12 @@ class CpuGpuBuffer:
                 raise ValueError(f"buffer shape[{i}] must be a non-negative int, got {s!r}")
         device = torch.device(device)
         pin = device.type == "cuda"
-        lead = (shape[0] + GUARD_SLOTS, *shape[1:]) if banded else shape
-        self.cpu = torch.full(lead, fill, dtype=dtype, pin_memory=pin)
-        self.gpu = torch.full(lead, fill, dtype=dtype, device=device)
         if banded:
-            self.cpu, self.gpu = behind_band(self.cpu, PAD_SLOT_ID)[0], behind_band(self.gpu, PAD_SLOT_ID)[0]
+            self.cpu = banded_index(shape, dtype, "cpu", fill, pin_memory=pin)
+            self.gpu = banded_index(shape, dtype, device, fill)
+        else:
+            self.cpu = torch.full(shape, fill, dtype=dtype, pin_memory=pin)
+            self.gpu = torch.full(shape, fill, dtype=dtype, device=device)
         self.np = self.cpu.numpy()
 
     def copy_to_gpu(self, n: int | None = None) -> torch.Tensor:

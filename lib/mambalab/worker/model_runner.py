@@ -39,7 +39,6 @@ from mambalab.attention.mamba_metadata import MambaAttentionMetadata, MambaAtten
 from mambalab.attention.metadata import (CommonAttentionMetadata, build_attention_metadata,
                                          reorder_batch_to_split_decodes_and_prefills)
 from mambalab.model.tiny_hybrid import ModelState, TinyHybridModel
-from mambalab.guard_band import GuardSlotWritten
 from mambalab.worker.runner_inputs import RunnerBuffers
 from mambalab.core.sched.output import SchedulerOutput
 
@@ -171,9 +170,7 @@ class ModelRunner:
         self.step_index = 0
         for size in self.capture_sizes:
             self._capture(size)
-        written = self.state.guards_written()
-        if written:  # a capture stored one slot before a pool (mambalab/guard_band.py)
-            raise GuardSlotWritten(written)
+        self.state.check_guards()  # a capture stored one slot before a pool (mambalab/guard_band.py)
 
     # -- CUDA graphs ----------------------------------------------------------
     def _decode_body(self, md: MambaAttentionMetadata, num_tokens: int):
