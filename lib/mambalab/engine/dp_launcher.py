@@ -57,6 +57,7 @@ from mambalab.engine.core import Add, Engine, EngineConfig, EngineCrash, EngineD
 from mambalab.worker.model_runner import StepRecord
 from mambalab.lab.reference import judge
 from mambalab.lab.verdict import Crash, Verdict
+from mambalab.lab.worker_process import child_env
 from mambalab.lab.scenarios import ReplayResult, scenario_for, signatures
 from mambalab.lab.workload import Workload
 from mambalab.engine.dp_group import CudaFault, DPGroup, PeerLost, backend_for, cuda_broken, init_groups
@@ -340,11 +341,7 @@ def _free_port() -> int:
 def rank_env(rank: int, world: int, port: int, device_type: str, base: dict | None = None) -> dict[str, str]:
     """A rank process's environment: the ``env://`` rendezvous, its device, and on GPUs NCCL's
     settings (multicast stays off; async error handling on)."""
-    import mambalab
-
-    env = dict(os.environ if base is None else base)  # the rest is inherited
-    lib = str(Path(mambalab.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([lib] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env = child_env(base)  # the rest is inherited
     env.update(MASTER_ADDR=_ADDR, MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
                WORLD_SIZE=str(world), MAMBALAB_DEVICE=device_type)
     env.setdefault("GLOO_SOCKET_IFNAME", "lo0" if sys.platform == "darwin" else "lo")

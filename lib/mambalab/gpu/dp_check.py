@@ -45,6 +45,7 @@ from mambalab.lab.bugs import BugConfig
 from mambalab.lab.scenarios import scenario_for, signatures
 from mambalab.lab.verdict import Verdict
 from mambalab.lab.workload import Workload, random_workload
+from mambalab.lab.worker_process import child_env
 from mambalab.viz.text import Text
 
 REPLAY_BUGS = ("stale-rows", "move-row-stale-source")
@@ -98,11 +99,7 @@ def _cpu_refs_main(in_path: str, out_path: str) -> int:
 def start_cpu_refs(work: list[tuple[Workload, BugConfig]], tmp: Path, procs: int = 8):
     """Start the in-process CPU runs in ``procs`` processes (``MAMBALAB_DEVICE=cpu``); returns a
     function that waits and gives the results in order."""
-    import mambalab
-
-    lib = str(Path(mambalab.__file__).resolve().parent.parent)
-    env = dict(os.environ, MAMBALAB_DEVICE="cpu", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([lib] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+    env = child_env(MAMBALAB_DEVICE="cpu", OMP_NUM_THREADS="1")
     chunks = [list(range(i, len(work), procs)) for i in range(min(procs, len(work)))]
     running = []
     for c, idx in enumerate(chunks):

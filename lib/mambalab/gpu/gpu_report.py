@@ -26,9 +26,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-import mambalab
 from mambalab.gpu.bench import Row
 from mambalab.device import DEVICE_TYPE
+from mambalab.lab.worker_process import child_env
 from mambalab.viz._common import PALETTE
 from mambalab.viz.text import Text
 
@@ -316,7 +316,7 @@ def replay_verdicts(*, live: bool | None = None, width: int = 118, bugs: list[st
             for fixed in (False, True):
                 args = [sys.executable, "-m", "mambalab", "replay", bug, "--device", "cuda"]
                 r = subprocess.run(args + (["--fixed"] if fixed else []), capture_output=True, text=True,
-                                   timeout=900, env=_env())
+                                   timeout=900, env=child_env())
                 lines.append((r.stdout.strip().splitlines() or [f"{bug}: no output (exit {r.returncode})"])[0])
         head = "Measured now, with real CUDA graphs:"
         tail = ("Compare with the CPU: MAMBALAB_DEVICE=cuda python -m pytest tests/test_cuda_verdicts.py")
@@ -349,7 +349,7 @@ def memcheck_report(*, live: bool | None = None, lines: int = 12) -> Text:
             r = subprocess.run(["compute-sanitizer", "--tool", "memcheck", sys.executable, "-m",
                                 "mambalab.gpu.pad_minus_one",
                                 f"--{mode}"], capture_output=True, text=True, timeout=600,
-                               env=_env(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
+                               env=child_env(PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
             texts[mode] = r.stdout + r.stderr
         else:
             texts[mode] = RECORDED_MEMCHECK[mode].read_text(encoding="utf-8")
@@ -380,14 +380,6 @@ def _outcomes(path: Path, test_file: str) -> str:
             counts[word] = counts.get(word, 0) + 1
     names = {"PASSED": "passed", "FAILED": "failed", "XFAIL": "xfailed", "XPASS": "xpassed", "ERROR": "errors"}
     return ", ".join(f"{n} {names[w]}" for w, n in counts.items()) or "not recorded"
-
-
-def _env(**extra: str) -> dict:
-    import os
-
-    env = dict(os.environ, **extra)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(mambalab.__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
-    return env
 
 
 # ---------------------------------------------------------------------------

@@ -18,6 +18,15 @@ import types
 from pathlib import Path
 
 
+def child_env(base: dict | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a helper process: ``base`` (this process's environment by default) with ``extra``
+    set, and mambalab's ``lib/`` first on ``PYTHONPATH``, so that the child imports the caller's mambalab."""
+    env = dict(os.environ if base is None else base, **extra)
+    lib = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
 def spawn(module: str, args: list[str], *, start_idle: bool):
     """Start ``python -m module IN_FD OUT_FD *args``; returns ``(proc, to_worker, from_worker)`` (two
     ``Connection``s), or a string saying why it could not start. ``start_idle``: the child is put in the idle class
@@ -26,9 +35,7 @@ def spawn(module: str, args: list[str], *, start_idle: bool):
 
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
-    env = dict(os.environ)
-    lib = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = child_env()
     try:
         proc = subprocess.Popen([sys.executable, "-m", module, str(to_r), str(from_w), *args],
                                 pass_fds=(to_r, from_w), env=env, stdin=subprocess.DEVNULL,

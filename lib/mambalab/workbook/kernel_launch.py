@@ -22,6 +22,7 @@ from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import DEVICE_TYPE, INTERPRET
 from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig, KernelFamily
+from mambalab.lab.worker_process import child_env
 from mambalab.viz.text import Text
 
 
@@ -72,16 +73,12 @@ class KernelRun:
                                    writes=self.log.slots("state", "store"), owners=self.owners, **kw)
 
 
-def _launch(name: str, indices: Sequence[int], bugs: BugConfig | None, seed: int, make, run, ref,
-            **fields) -> KernelRun:
-    """What every one-launch demo shares: refuse a negative index on a GPU (a real fault there),
-    draw the pool and the activations (``make(randn, rows)`` returns both; the null block is
-    zeroed), launch ``run`` under the sanitizer (an illegal access caught, not raised) and the
+def _launch(indices: Sequence[int], bugs: BugConfig | None, seed: int, make, run, ref, **fields) -> KernelRun:
+    """What every one-launch demo shares (a negative index on a GPU never gets here: the callers send it to
+    :func:`on_the_interpreter`): draw the pool and the activations (``make(randn, rows)`` returns both; the
+    null block is zeroed), launch ``run`` under the sanitizer (an illegal access caught, not raised) and the
     fixed reference ``ref`` on a copy of the pool."""
     bugs = bugs if bugs is not None else BugConfig()
-    if not INTERPRET and any(int(i) < 0 for i in indices):
-        raise RuntimeError(f"{name}: a negative index on a GPU is a real illegal access; "
-                           "run this launch on the CPU interpreter (MAMBALAB_DEVICE=cpu)")
     g = torch.Generator().manual_seed(seed)
     state, kw = make(lambda *shape: torch.randn(*shape, generator=g), len(indices))
     state[NULL_BLOCK_ID] = 0
@@ -134,7 +131,7 @@ def launch_ssu(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
         with launch_config_override(LaunchConfig(block_m=P, num_warps=4, block_h=1)):
             selective_state_update(state, state_batch_indices=idx, bugs=b, **kw)
 
-    return _launch("launch_ssu", indices, bugs, seed, make, run,
+    return _launch(indices, bugs, seed, make, run,
                    lambda state, idx, kw: selective_state_update_ref(state, state_batch_indices=idx, **kw))
 
 
@@ -158,7 +155,7 @@ def launch_gdn(indices: Sequence[int], bugs: BugConfig | None = None, *, slots: 
         return state, dict(q=r(n, 1, H, K), k=r(n, 1, H, K), v=r(n, 1, H, V), g=-r(n, 1, H).abs() * 0.5,
                            beta=torch.sigmoid(r(n, 1, H)), use_qk_l2norm_in_kernel=True)
 
-    return _launch("launch_gdn", indices, bugs, seed, make,
+    return _launch(indices, bugs, seed, make,
                    lambda state, idx, b, kw: fused_recurrent_gated_delta_rule(
                        initial_state=state, ssm_state_indices=idx, bugs=b, block_h=1, **kw),
                    lambda state, idx, kw: fused_recurrent_gated_delta_rule_ref(
@@ -182,9 +179,7 @@ def on_the_interpreter(fn: str, indices: Sequence[int], bugs: BugConfig | None =
             "fn, indices, bugs, kw = pickle.load(open(sys.argv[1], 'rb'))\n"
             "run = getattr(k, fn)(indices, bugs, **kw)\n"
             "pickle.dump(run, open(sys.argv[1], 'wb'))\n")
-    lib = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, MAMBALAB_DEVICE="cpu",
-               PYTHONPATH=os.pathsep.join(p for p in (lib, os.environ.get("PYTHONPATH", "")) if p))
+    env = child_env(MAMBALAB_DEVICE="cpu")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "launch.pkl")
         with open(path, "wb") as f:
