@@ -24,17 +24,15 @@ row's ``PAD_SLOT_ID``, which the kernel skips, so nothing faults.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from mambalab.lab.scenarios import valid_bug_ids
+from mambalab.lab.worker_process import child_env
 from mambalab.model.state import STATE_KEYS
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.cuda
 
 # Runs one replay and prints its verdict plus what the CUDA-graph layer did.
@@ -62,16 +60,10 @@ print(json.dumps({"result": result.to_dict(), "graphs": graphs}, default=str))
 """
 
 
-def _env(device: str) -> dict:
-    env = dict(os.environ, MAMBALAB_DEVICE=device, PYTHONPATH=os.pathsep.join(
-        [str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]))
-    return env
-
-
 def replay_on(device: str, bug: str, fixed: bool, seed: int = 0) -> dict:
     """The replay's verdict dict and graph counts, run in a fresh process on ``device``."""
     r = subprocess.run([sys.executable, "-c", _REPLAY, bug, "fixed" if fixed else "bug", str(seed)],
-                       capture_output=True, text=True, timeout=900, env=_env(device))
+                       capture_output=True, text=True, timeout=900, env=child_env(MAMBALAB_DEVICE=device))
     lines = r.stdout.strip().splitlines()
     assert lines and lines[-1].startswith("{"), f"exit {r.returncode}: {r.stderr[-3000:]}"
     return json.loads(lines[-1])
@@ -173,7 +165,7 @@ HUNT_SHRINK_RUNS = 12
 def hunt_on(device: str, bug: str, seed: int) -> tuple[int, dict, str]:
     args = [sys.executable, "-m", "mambalab", "hunt", "--bugs", bug, "--budget", str(HUNT_BUDGET), "--seed",
             str(seed), "--shrink-runs", str(HUNT_SHRINK_RUNS), "--device", device, "--json"]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=1800, env=_env(device))
+    r = subprocess.run(args, capture_output=True, text=True, timeout=1800, env=child_env(MAMBALAB_DEVICE=device))
     out = json.loads(r.stdout) if r.returncode in (0, 1) else {}
     return r.returncode, out, r.stderr
 

@@ -7,12 +7,13 @@ guard grid's verdict without a summary, and chapter 03 asserting the CPU's zero-
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from mambalab.lab.worker_process import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.cuda
@@ -22,8 +23,7 @@ pytestmark = pytest.mark.cuda
 def test_notebook_runs_on_cuda(notebook):
     pytest.importorskip("nbval", reason="nbval runs the notebooks")
     pytest.importorskip("ipykernel", reason="a Jupyter kernel runs the notebooks")
-    env = dict(os.environ, MAMBALAB_DEVICE="cuda",
-               PYTHONPATH=os.pathsep.join([str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")]))
+    env = child_env(MAMBALAB_DEVICE="cuda")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
                         "--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with",
                         str(ROOT / "tests" / "nbval_sanitize.cfg"), str(ROOT / "notebooks" / notebook)],
