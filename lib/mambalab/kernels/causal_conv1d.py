@@ -106,12 +106,12 @@ state written from them (launch: ``WINDOW_*`` below).
 
 The plain decode step (one token a row, no speculation, width 2 to 4) has a kernel of its own,
 :func:`_causal_conv1d_decode_kernel`: grid ``(cdiv(batch, ROWS), cdiv(dim, BLOCK_N))``, ``ROWS`` requests per
-program (2 on a GPU; 1 under the interpreter, so programs and the sanitizer's rows are the general kernel's). Each
+program (2 on a GPU; 1 under the interpreter, where the sanitizer reports requests as programs). Each
 history column of the ``ROWS`` requests is one ``[ROWS, BLOCK_N]`` load, all issued before any arithmetic; the taps
 are loaded once for all the rows; the window needs no row selections. Results are the general kernel's, bit for bit
 in the state (tests run both). Under the interpreter the one-request-a-program form of it runs
 (:func:`decode_kernel`): no row tile, a padded row gone after its index test and input copy; the same results bit
-for bit."""
+for bit. A launch whose requests are all live runs them all in one program (:mod:`.causal_conv1d_requests`)."""
 
 from __future__ import annotations
 
@@ -131,7 +131,9 @@ from mambalab.kernels.causal_conv1d_kernels import (
 )
 from mambalab.kernels.causal_conv1d_row_kernels import (_causal_conv1d_decode_row_kernel,
                                                      _causal_conv1d_window_row_kernel)
-from mambalab.kernels.common import KernelFamily, guard_for
+from mambalab.kernels import causal_conv1d_row_kernels
+from mambalab.kernels.causal_conv1d_requests import _causal_conv1d_decode_requests_kernel
+from mambalab.kernels.common import KernelFamily, guard_for, requests_a_program
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _INDEX_DTYPES = (torch.int32, torch.int64)
@@ -259,8 +261,8 @@ def decode_launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch
     all of them. Measured on an H200 (scripts/tune_launch.py, 256/512 bytes x
     1..8 rows): 256 bytes x 2 rows gives 88% of copy fp32 and 89% bf16 at
     batch 512, where one row a program gave 74% / 65%. On the interpreter: one
-    request and every channel per program (its cost is programs x ops), so
-    programs, rows and the sanitizer's reports are the general kernel's rows.
+    request and every channel per program (its cost is programs x ops; all of a
+    launch's requests in one where all are live, ``causal_conv1d_requests.py``).
     """
     if device.type != "cuda":
         return triton.next_power_of_2(dim), 1, 1
@@ -489,42 +491,34 @@ def causal_conv1d_update(
     if not is_spec and not is_varlen and max_t == 1 and width <= 4:
         # The plain decode step: the kernel built for it (several requests a program).
         block_n, num_warps, rows = decode_launch_config(dim, batch, conv_state.dtype, device)
-        kernel = decode_kernel(rows, device)
+        kernel, guard, reqs = decode_kernel(rows, device), guard_for(bugs, KernelFamily.MAMBA), 1
         if kernel is _causal_conv1d_decode_row_kernel:
             opts = {"MASKED": block_n != dim}
+            reqs = requests_a_program(batch, guard, null_block_id, conv_state_indices,
+                                      live_test=causal_conv1d_row_kernels.is_live_slot) or 1
+            if reqs > 1:  # every request in one program where all are live (causal_conv1d_requests.py)
+                kernel, opts["REQS"] = _causal_conv1d_decode_requests_kernel, reqs
         else:
             deep = _decode_deep(batch, conv_state.dtype.itemsize)  # PDL there whatever PDL_MAX_BATCH_DECODE says
             opts = _pdl_opts(batch, device, batch if deep else PDL_MAX_BATCH_DECODE.get(conv_state.dtype.itemsize, 8))
         sanitizer.launch(
             kernel,
-            (triton.cdiv(batch, rows), triton.cdiv(dim, block_n)),
-            x if x.dim() == 2 else x[:, :, 0],
-            weight,
-            bias,
-            conv_state,
-            conv_state_indices,
+            (triton.cdiv(batch, rows * reqs), triton.cdiv(dim, block_n)),
+            x if x.dim() == 2 else x[:, :, 0], weight, bias, conv_state, conv_state_indices,
             out if out.dim() == 2 else out[:, :, 0],
-            batch,
-            dim,
-            int(null_block_id),
-            stride_x_row,
-            stride_x_dim,
-            weight.stride(0),
-            weight.stride(1),
-            bias.stride(0) if bias is not None else 0,
-            conv_state.stride(0),
-            conv_state.stride(2),
-            stride_idx_row,
-            stride_out_row,
-            stride_out_dim,
+            batch, dim, int(null_block_id),
+            stride_x_row, stride_x_dim, weight.stride(0), weight.stride(1),
+            bias.stride(0) if bias is not None else 0, conv_state.stride(0), conv_state.stride(2),
+            stride_idx_row, stride_out_row, stride_out_dim,
             name="causal_conv1d_update",
             row_axis=0,
+            rows_per_program=reqs,
             fresh_outputs=fresh,
             WIDTH=width,
             HAS_BIAS=bias is not None,
             HAS_INDICES=conv_state_indices is not None,
             SILU=silu,
-            GUARD=guard_for(bugs, KernelFamily.MAMBA),
+            GUARD=guard,
             ROWS=rows,
             BLOCK_N=block_n,
             num_warps=num_warps,

@@ -13,10 +13,12 @@ decides), never by editing a kernel.
 
 from __future__ import annotations
 
+import os
+
 import triton
 import triton.language as tl
 
-from mambalab.lab.bugs import BugConfig, KernelFamily, resolve
+from mambalab.lab.bugs import BugConfig, GuardMode, KernelFamily, resolve
 
 @triton.jit
 def is_live_slot(idx, null_block_id, GUARD: tl.constexpr):
@@ -58,6 +60,44 @@ def prefetch_rows_l2(base, rows, s_row, s_col, NCOLS: tl.constexpr, EVICT_LAST: 
                                   dtype=tl.int32, is_pure=False, pack=1)
 
 
+#: Under the interpreter a one-token decode launch runs all its requests in one program (the ``*_requests``
+#: kernels: a launch costs programs x operations there). ``MAMBALAB_INTERPRETER_REQUESTS=0`` (or this set to
+#: False) keeps one request a program; results and the sanitizer's reports are the same either way.
+REQUESTS_A_PROGRAM = os.environ.get("MAMBALAB_INTERPRETER_REQUESTS", "1").strip().lower() not in ("0", "off",
+                                                                                              "false", "no")
+
+
+def requests_a_program(num_requests: int, guard: int, null_block_id: int, *indices, live_test=None) -> int:
+    """How many requests one program of an interpreted one-token launch takes: all of them where there are a
+    power of two of them (at least 2), every slot they read and write through is live under ``guard`` and no
+    two requests share one; else 0, one a program. ``indices``: the index tensors the kernel reads its slots
+    from (column 0 of a 2-D one; None: request r uses slot r). Only CPU tensors are read (no device to wait
+    for: this is the interpreter's choice); any other gives 0. ``live_test``: the ``is_live_slot`` the
+    one-request kernel would call; one that is not this module's (a guard planted by the workbook,
+    ``workbook/fix_it.py``) decides per index inside that kernel, so the launch keeps it.
+
+    Every request live: a padded request's program in the one-request kernels leaves after its index test (a
+    few operations), while a program of several requests would pay every operation for it; these launches
+    keep one request a program, as do those where two requests share a slot (the null block under
+    ``guard-lt-zero`` or ``pad-minus-one``: #39064's race). The interpreter runs one-request programs one
+    after the other, so there the second reads what the first wrote, the outcome the recorded replays show;
+    one program for both would read the slot before either writes."""
+    if not REQUESTS_A_PROGRAM or num_requests < 2 or num_requests & (num_requests - 1):
+        return 0
+    if live_test is not None and live_test is not is_live_slot:
+        return 0
+    cols = [t if t.dim() == 1 else t[:, 0] for t in indices if t is not None]
+    if any(c.device.type != "cpu" for c in cols):
+        return 0
+    mode = GuardMode(guard)
+    owner: dict[int, int] = {}
+    for row, slots in enumerate(zip(*(c[:num_requests].tolist() for c in cols))):
+        for slot in slots:
+            if not mode.is_live(slot, null_block_id) or (slot >= 0 and owner.setdefault(slot, row) != row):
+                return 0
+    return num_requests
+
+
 def guard_for(bugs: BugConfig | None, family: KernelFamily = KernelFamily.FLA) -> int:
     """The guard constexpr for a launch of a ``family`` kernel: from ``bugs``, else the active config."""
     return int(resolve(bugs).kernel_guard_for(family))
@@ -68,4 +108,5 @@ def bound_accepted_for(bugs: BugConfig | None) -> bool:
     return resolve(bugs).bound_accepted
 
 
-__all__ = ["is_live_slot", "prefetch_rows_l2", "guard_for", "bound_accepted_for", "KernelFamily"]
+__all__ = ["is_live_slot", "prefetch_rows_l2", "guard_for", "bound_accepted_for", "KernelFamily",
+           "REQUESTS_A_PROGRAM", "requests_a_program"]

@@ -34,7 +34,7 @@ Launch design
 * Under the CPU interpreter (which costs programs x ops, whatever a tile's size) a program takes the largest power
   of two of value heads dividing ``HV`` and the whole ``V`` (:func:`heads_per_program`,
   :func:`mambalab.kernels.gated_delta_rule_kernels._gdn_heads_kernel`): grid ``(1, HV // heads, N)``, the same
-  results bit for bit.
+  results bit for bit; a one-token launch whose sequences are all live, all of them (:mod:`.gated_delta_rule_requests`).
 
 Guards: :func:`mambalab.kernels.common.is_live_slot` with the ``GUARD`` constexpr from
 :func:`mambalab.kernels.common.guard_for` for the FLA family (the ``<= 0`` / ``> 0`` of #39064, as in vLLM 0.33).
@@ -58,9 +58,10 @@ import triton.language as tl
 from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
-from mambalab.kernels.common import KernelFamily, bound_accepted_for, guard_for, is_live_slot
+from mambalab.kernels.common import KernelFamily, bound_accepted_for, guard_for, is_live_slot, requests_a_program
 from mambalab.kernels.gated_delta_rule_kernels import (_gdn_heads_kernel, _gdn_rows, _gdn_slot, _gdn_stream_kernel,
                                                        _load_rows)
+from mambalab.kernels.gated_delta_rule_requests import _gdn_requests_kernel
 from mambalab.kernels.gated_delta_rule_stream import _gdn_spec_stream_kernel
 from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
 from mambalab.kernels.mamba_ssm import use_pdl  # PDL where the SSU and the conv take it
@@ -402,7 +403,11 @@ def _launch(
     if heads > 1:
         kernel, extra = _gdn_heads_kernel, {"BLOCK_H": heads, "ONE_TOKEN": cu_seqlens is None and T == 1,
                                             "MASKED": not (BV == V and BK == K)}
-        grid = (triton.cdiv(V, BV), HV // heads, N)
+        one_seq_token = extra["ONE_TOKEN"] and num_accepted_tokens is None  # (is_live_slot: planted as the kernels')
+        reqs = requests_a_program(N, guard, null_block_id, idx, live_test=is_live_slot) if one_seq_token else 0
+        if reqs:  # every sequence in one program where all are live (gated_delta_rule_requests.py)
+            kernel, extra = _gdn_requests_kernel, dict(extra, REQS=reqs)
+        grid = (triton.cdiv(V, BV), HV // heads, 1 if reqs else N)
     stream = STREAM.get(state_in.element_size()) if (
         _streams_on(q.device) and in_place and indexed == 1 and not multi_token and A_log is None
         and block_v is None) else None
@@ -434,8 +439,7 @@ def _launch(
     gate_b = beta if beta is not None else dummy
     sanitizer.launch(
         kernel, grid,
-        q, k, v, gate_g, gate_b, o,
-        state_in, final_state,
+        q, k, v, gate_g, gate_b, o, state_in, final_state,
         cu_seqlens if cu_seqlens is not None else dummy,
         idx if idx is not None else dummy,
         num_accepted_tokens if num_accepted_tokens is not None else dummy,
@@ -445,8 +449,7 @@ def _launch(
         T, num_cols, int(null_block_id),
         *q.stride(), *k.stride(), *v.stride(),
         *g.stride(), *(beta.stride() if beta is not None else (0, 0, 0)),
-        *state_in.stride(), *final_state.stride(),
-        *s_idx,
+        *state_in.stride(), *final_state.stride(), *s_idx,
         H=H, HV=HV, K=K, V=V, BK=BK, BV=BV,
         HAS_INITIAL_STATE=initial_state is not None,
         INPLACE=in_place,
@@ -465,6 +468,7 @@ def _launch(
                                  else split_rows(BV, state_in.element_size())}),
         name=KERNEL_NAME,
         row_axis=2,
+        rows_per_program=extra.get("REQS", 1),
         fresh_outputs=(o,) if in_place else (o, final_state),
     )
     return o, final_state
@@ -591,9 +595,5 @@ def fused_sigmoid_gating_delta_rule_update(
                    threshold=threshold, block_v=block_v, num_warps=num_warps, block_h=block_h)
 
 
-__all__ = [
-    "fused_recurrent_gated_delta_rule",
-    "fused_sigmoid_gating_delta_rule_update",
-    "launch_config",
-    "KERNEL_NAME",
-]
+__all__ = ["fused_recurrent_gated_delta_rule", "fused_sigmoid_gating_delta_rule_update", "launch_config",
+           "KERNEL_NAME"]

@@ -62,8 +62,9 @@ from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import INTERPRET
-from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot, prefetch_rows_l2
+from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot, prefetch_rows_l2, requests_a_program
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
+from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
 from mambalab.kernels.mamba_ssm_stream import _ssu_stream_kernel, _ssu_token
 from mambalab.kernels.mamba_ssm_untied import _ssu_untied_reqs_kernel, untied_reqs
 from mambalab.kernels.mamba_ssm_ref import is_tied, prepare_ssu_inputs
@@ -372,7 +373,8 @@ def choose_launch_config(
     On the interpreter (no GPU) the whole head is one tile and a program
     takes the largest power of two of heads that divides ``nheads`` (all of
     them for a power of two): its cost is programs x ops, whatever a tile's
-    size. :func:`launch_config_override` pins a configuration (benchmarks,
+    size (a one-token launch whose requests are all live takes them all in
+    one: :mod:`.mamba_ssm_requests`). :func:`launch_config_override` pins a configuration (benchmarks,
     tests of the multi-tile and one-head paths).
     """
     if _override is not None:
@@ -512,9 +514,15 @@ def selective_state_update(
              and (tied or rh <= EARLY_STATE_MAX_UNTIED.get(p.state.element_size(), 0)))
     pdl = use_pdl(p.state.device) and (not small_fp32 or (early and EARLY_STATE_PDL_SMALL_FP32))
     kernel, heads = _ssu_kernel, {}
+    # the interpreter: every request in one program where all are live (mamba_ssm_requests.py)
+    reqs_a_program = (requests_a_program(p.num_requests, guard, null_block_id, p.src, p.dst,
+                                         live_test=is_live_slot)  # this module's: planted with the kernels'
+                      if cfg.block_h > 1 and one_token else 0)
     if cfg.block_h > 1:
         exact = cfg.block_m == p.dim and triton.next_power_of_2(p.dstate) == p.dstate
         kernel, heads, pdl = _ssu_heads_kernel, {"BLOCK_H": cfg.block_h, "MASKED": not exact}, False
+        if reqs_a_program:
+            kernel, heads["REQS"] = _ssu_requests_kernel, reqs_a_program
     has_idx = p.src is not None
     stream = _stream_shape(p, tied, one_token, cfg, has_idx)
     if stream is not None:
@@ -531,7 +539,8 @@ def selective_state_update(
     z_s = p.z.stride() if p.z is not None else (0, 0, 0)
     src_s = p.src.stride() if has_idx else zero2
     dst_s = p.dst.stride() if has_idx else zero2
-    grid = (triton.cdiv(p.dim, cfg.block_m), p.num_requests // max(reqs, 1), p.nheads // cfg.block_h)
+    grid = (triton.cdiv(p.dim, cfg.block_m), 1 if reqs_a_program else p.num_requests // max(reqs, 1),
+            p.nheads // cfg.block_h)
     if stream is not None:
         grid = (triton.cdiv(p.dim, stream["RB"] * stream["NB"]), p.num_requests, p.nheads)
         early = False  # the streaming kernel waits first
@@ -557,20 +566,11 @@ def selective_state_update(
         p.dst.shape[1] if has_idx else 1,
         max(p.tokens_per_request, 1),
         p.dim, p.dstate, p.nheads // p.ngroups,
-        *p.state.stride(),
-        *p.x.stride(),
-        *p.dt.stride(),
-        *dtb_s,
-        *p.A.stride(),
-        *p.B.stride(),
-        *p.C.stride(),
-        *D_s,
-        *z_s,
-        *p.out.stride(),
-        *src_s,
-        *dst_s,
+        *p.state.stride(), *p.x.stride(), *p.dt.stride(), *dtb_s, *p.A.stride(), *p.B.stride(), *p.C.stride(),
+        *D_s, *z_s, *p.out.stride(), *src_s, *dst_s,
         name=KERNEL_NAME,
         row_axis=2 if heads_first else 1,
+        rows_per_program=max(reqs_a_program, 1),
         DT_SOFTPLUS=bool(dt_softplus),
         TIE_HDIM=tied,
         HAS_DT_BIAS=p.dt_bias is not None,

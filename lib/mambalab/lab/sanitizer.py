@@ -69,17 +69,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import inspect
 import os
-import re
 import threading
-from collections import Counter
 from typing import Any, Iterator
 
 import numpy as np
 
 from mambalab.device import INTERPRET
-from mambalab.lab import interpreter_cache, launch_memo
+from mambalab.lab import interpreter_cache, launch_memo, sanitizer_rows
+from mambalab.lab.sanitizer_support import _support_problem
 from mambalab.lab.sanitizer_tensors import _Entry, _flatten_params, _key, _layout, _python_fn, _unwrap
 from mambalab.lab.sanitizer_report import (
     Access,
@@ -99,24 +97,7 @@ _MAX_ADDRESS = 1 << (_TAG_SHIFT - 1)
 _U_SHIFT = np.uint64(_TAG_SHIFT)
 _U_HALF = np.uint64(1 << (_TAG_SHIFT - 1))
 _MAX_DETAILED_VIOLATIONS = 256
-_MIN_TRITON = (3, 6)
 TESTED_TRITON = ("3.6", "3.9")
-
-# The interpreter's native memory entry points and the builder method that calls each.
-_MEMORY_CALLS = {
-    "load": "create_masked_load",
-    "store": "create_masked_store",
-    "atomic_cas": "create_atomic_cas",
-    "atomic_rmw": "create_atomic_rmw",
-}
-# Native helpers that compute without touching memory.
-_PURE_CALLS = frozenset({"fma_fp32", "fma_fp64"})
-_LEADING_PARAMS = {
-    "create_masked_load": ("self", "ptrs", "mask", "other"),
-    "create_masked_store": ("self", "ptrs", "value", "mask"),
-    "create_atomic_cas": ("self", "ptr", "cmp", "val"),
-    "create_atomic_rmw": ("self", "rmwOp", "ptr", "val", "mask"),
-}
 
 # Where illegal and masked-off lanes point: a private, aligned scratch area.
 _SCRATCH = np.zeros(128, dtype=np.uint8)
@@ -184,52 +165,6 @@ def recording() -> Iterator[AccessLog]:
 _SUPPORT: dict[int, str | None] = {}
 
 
-def _triton_version() -> tuple[int, int]:
-    import triton
-
-    m = re.match(r"(\d+)\.(\d+)", triton.__version__)
-    if not m:
-        return (0, 0)
-    return int(m.group(1)), int(m.group(2))
-
-
-def _support_problem(interp) -> str | None:
-    """Why the hooks cannot guard ``interp`` (the interpreter module), or None."""
-    if _triton_version() < _MIN_TRITON:
-        return "it is older than 3.6, the oldest Triton the sanitizer is tested with"
-    for name in ("InterpreterBuilder", "GridExecutor", "TensorHandle", "_implicit_cvt",
-                 "interpreter_builder", "_interpreter"):
-        if not hasattr(interp, name):
-            return f"triton.runtime.interpreter has no {name}"
-    builder_cls = interp.InterpreterBuilder
-    try:
-        module_src = inspect.getsource(interp)
-        executor_src = inspect.getsource(interp.GridExecutor.__call__)
-        cvt_src = inspect.getsource(interp._implicit_cvt)
-        method_src = {m: inspect.getsource(builder_cls.__dict__[m]) for m in _LEADING_PARAMS}
-    except (OSError, TypeError, KeyError) as exc:
-        return f"the interpreter's source cannot be inspected ({exc!r})"
-    calls = Counter(re.findall(r"\b_interpreter\.([A-Za-z_]\w*)\s*\(", module_src))
-    unknown = sorted(set(calls) - set(_MEMORY_CALLS) - _PURE_CALLS)
-    if unknown:
-        return f"the interpreter calls native function(s) {unknown} the sanitizer does not guard"
-    for native, method in _MEMORY_CALLS.items():
-        if calls.get(native, 0) != 1 or f"_interpreter.{native}(" not in method_src[method]:
-            return f"native {native}() is not called from {method} alone"
-    for method, lead in _LEADING_PARAMS.items():
-        params = tuple(inspect.signature(builder_cls.__dict__[method]).parameters)
-        if params[: len(lead)] != lead:
-            return f"{method}{params} does not start with {lead}"
-    if "_implicit_cvt(" not in executor_src or "set_grid_idx" not in executor_src:
-        return "GridExecutor no longer converts arguments with _implicit_cvt"
-    if "data_ptr" not in cvt_src:
-        return "_implicit_cvt no longer turns tensors into their data_ptr"
-    set_idx = getattr(builder_cls, "set_grid_idx", None)
-    if set_idx is None or "self.grid_idx" not in inspect.getsource(set_idx):
-        return "the interpreter builder no longer keeps the program id in grid_idx"
-    return None
-
-
 def check_supported() -> None:
     """Raise :class:`SanitizerUnsupported` unless the installed Triton can be guarded."""
     import triton
@@ -254,9 +189,11 @@ def check_supported() -> None:
 
 class _Launch:
     def __init__(self, kernel: str, row_axis: int, params: list[tuple[str, Any]],
-                 logs: tuple[AccessLog, ...], builder: Any):
+                 logs: tuple[AccessLog, ...], builder: Any, rows: int = 1):
         self.kernel = kernel
         self.row_axis = row_axis
+        self.rows = rows  # requests a program (sanitizer_rows.py); 1: the program's id names its row
+        self.lane_rows: dict[tuple, np.ndarray] = {}
         self.params = params
         self.logs = logs
         self.builder = builder
@@ -311,6 +248,8 @@ class _Launch:
         p = ptrs.data
         if not isinstance(p, np.ndarray) or p.dtype != np.uint64:
             p = np.asarray(p, dtype=np.uint64)
+        if self.rows > 1:
+            sanitizer_rows.require_rows(p.shape, self.rows)
         if mask is None:
             m = None
         else:
@@ -332,22 +271,39 @@ class _Launch:
             if m is None:
                 if ok.all():
                     if self.logs:  # what the general path's _note records for these lanes: one legal access
-                        self._record(self._pid(builder), op, entry, addr, ok.size, True)
+                        if self.rows == 1:
+                            self._record(self._pid(builder), op, entry, addr, ok.size, True)
+                        else:
+                            self._record_rows(builder, op, entry, addr, ok)
                     return addr.view(np.uint64), ok
             else:
                 ok &= m
                 if np.array_equal(ok, m):
                     if self.logs:
-                        self._record(self._pid(builder), op, entry, addr[ok], active.size, True)
+                        if self.rows == 1:
+                            self._record(self._pid(builder), op, entry, addr[ok], active.size, True)
+                        else:
+                            self._record_rows(builder, op, entry, addr, ok)
                     return np.where(ok, addr.view(np.uint64), np.uint64(_SAFE_ADDRESS)), ok
         if m is None:
             m = np.ones(p.shape, dtype=bool)
         out_ptr = np.full(p.shape, _SAFE_ADDRESS, dtype=np.uint64)
         out_mask = np.zeros(p.shape, dtype=bool)
+        if self.rows == 1:
+            self._general(None, builder, op, m, tags, addr, p, nbytes, out_ptr, out_mask)
+        else:  # each row's lanes as its own program would have checked them
+            pid = self._pid(builder)
+            lane_rows = self._rows_of(p.shape, pid)
+            for row in np.unique(lane_rows[m]).tolist():
+                self._general(sanitizer_rows.virtual_pid(pid, self.row_axis, row), builder, op,
+                              m & (lane_rows == row), tags, addr, p, nbytes, out_ptr, out_mask)
+        return out_ptr, out_mask
+
+    def _general(self, pid, builder, op, m, tags, addr, p, nbytes, out_ptr, out_mask) -> None:
+        """The lanes ``m`` grouped by tag: legal ones into ``out_ptr``/``out_mask``, each violation noted."""
         active_tags = tags[m]
         lo_t, hi_t = int(active_tags.min()), int(active_tags.max())
         groups = [lo_t] if lo_t == hi_t else [int(t) for t in np.unique(active_tags)]
-        pid = None
         for tag in groups:
             sel = m if len(groups) == 1 else (m & (tags == np.uint64(tag)))
             entry = self.by_tag.get(tag)
@@ -363,7 +319,22 @@ class _Launch:
             if self.logs or any_bad:
                 pid = pid or self._pid(builder)
                 self._note(pid, op, entry, addr, ok, bad, any_bad, nbytes, p)
-        return out_ptr, out_mask
+
+    def _rows_of(self, shape: tuple, pid: tuple) -> np.ndarray:
+        key = (shape, pid[self.row_axis])
+        rows = self.lane_rows.get(key)
+        if rows is None:
+            rows = self.lane_rows[key] = sanitizer_rows.lane_rows(shape, pid[self.row_axis], self.rows)
+        return rows
+
+    def _record_rows(self, builder, op, entry, addr, lanes) -> None:
+        """One legal access per row with lanes in ``lanes``, under that row's program id."""
+        pid = self._pid(builder)
+        lane_rows = self._rows_of(addr.shape, pid)
+        for row in np.unique(lane_rows[lanes]).tolist():
+            sel = lanes & (lane_rows == row)
+            self._record(sanitizer_rows.virtual_pid(pid, self.row_axis, row), op, entry, addr[sel],
+                         int(np.count_nonzero(sel)), True)
 
     def _record(self, pid, op, entry, addrs, n: int, legal: bool) -> None:
         """One access for the open logs: ``n`` lanes at ``addrs`` of ``entry`` (None: of no argument)."""
@@ -381,8 +352,8 @@ class _Launch:
         if not any_bad:
             return
         self.total += 1
-        if len(self.violations) >= _MAX_DETAILED_VIOLATIONS:
-            return
+        if self.rows == 1 and len(self.violations) >= _MAX_DETAILED_VIOLATIONS:
+            return  # several rows a program: capped once in program order (sanitizer_rows.in_program_order)
         first = int(np.flatnonzero(bad.reshape(-1))[0])
         lanes = int(np.count_nonzero(bad))
         if entry is None:
@@ -531,7 +502,7 @@ def hooks_installed() -> bool:
 
 
 def launch(kernel: Any, grid: Any, *args: Any, name: str | None = None, row_axis: int = 0,
-           fresh_outputs: tuple = (), **kwargs: Any) -> Any:
+           fresh_outputs: tuple = (), rows_per_program: int = 1, **kwargs: Any) -> Any:
     """Launch ``kernel[grid](*args, **kwargs)``, bounds-checked under the interpreter.
 
     ``name`` is the kernel's user-facing name (default: the Python function's);
@@ -542,17 +513,23 @@ def launch(kernel: Any, grid: Any, *args: Any, name: str | None = None, row_axis
     the CPU a launch that repeats an earlier one's inputs exactly, and that
     returned normally then, writes what that one wrote (:mod:`mambalab.lab.launch_memo`);
     ``fresh_outputs`` are output tensors the caller has just allocated with ``torch.empty``, whose
-    bytes (uninitialised) are not part of that comparison.
+    bytes (uninitialised) are not part of that comparison. ``rows_per_program`` (the interpreter's
+    several-requests kernels, :mod:`mambalab.lab.sanitizer_rows`): program ``i`` on ``row_axis`` runs rows
+    ``i * rows_per_program ...``, every access leading with those rows; each row's lanes are checked, recorded
+    and reported as the one-row program of that row would be, in the order those programs run.
     """
-    return launch_memo.MEMO.launch(lambda: _launch(kernel, grid, args, name, row_axis, kwargs),
-                                   kernel, grid, args, kwargs, fresh_outputs, (name, row_axis))
+    return launch_memo.MEMO.launch(lambda: _launch(kernel, grid, args, name, row_axis, kwargs, rows_per_program),
+                                   kernel, grid, args, kwargs, fresh_outputs, (name, row_axis, rows_per_program))
 
 
-def _launch(kernel: Any, grid: Any, args: tuple, name: str | None, row_axis: int, kwargs: dict) -> Any:
+def _launch(kernel: Any, grid: Any, args: tuple, name: str | None, row_axis: int, kwargs: dict,
+            rows: int = 1) -> Any:
     if not is_active():
         return kernel[grid](*args, **kwargs)
     if row_axis not in (0, 1, 2):
         raise ValueError(f"row_axis must be 0, 1 or 2, got {row_axis}")
+    if not isinstance(rows, int) or rows < 1:
+        raise ValueError(f"rows_per_program must be a positive int, got {rows!r}")
     check_supported()
     fn = _python_fn(kernel)
     kernel_name = name or (fn.__name__ if fn is not None else type(kernel).__name__)
@@ -560,9 +537,10 @@ def _launch(kernel: Any, grid: Any, args: tuple, name: str | None, row_axis: int
     from triton.runtime import interpreter as interp
 
     with _LOCK:
-        ctx = _Launch(kernel_name, row_axis, params, _LOGS.get(), interp.interpreter_builder)
+        ctx = _Launch(kernel_name, row_axis, params, _LOGS.get(), interp.interpreter_builder, rows)
         for log in ctx.logs:
             log.kernels.append(kernel_name)
+        marks = sanitizer_rows.marks(ctx.logs) if rows > 1 else None
         outermost = not _STACK
         if outermost:
             _install()
@@ -577,8 +555,12 @@ def _launch(kernel: Any, grid: Any, args: tuple, name: str | None, row_axis: int
             _STACK.pop()
             if outermost:
                 _uninstall()
+            if marks is not None:
+                ctx.violations = sanitizer_rows.in_program_order(ctx.violations, marks, _MAX_DETAILED_VIOLATIONS)
     if ctx.violations:
         raise IllegalMemoryAccess(ctx.violations, ctx.total) from error
+    if isinstance(getattr(error, "__cause__", None), SanitizerUnsupported):
+        raise error.__cause__  # refused inside a program (the interpreter wraps it): the refusal itself
     if error is not None:
         raise error
     return result
