@@ -19,6 +19,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from mambalab.kernels.causal_conv1d_row_kernels import _conv_decode_rows
+
 
 
 @triton.jit
@@ -51,44 +53,10 @@ def _causal_conv1d_decode_requests_kernel(
                    other=other)
     out_rows = out_ptr + (reqs * stride_out_row)[:, None] + (chans * stride_out_dim)[None, :]
     col0 = state_ptr + (slot * stride_state_slot)[:, None] + chans[None, :]
-    h0 = tl.load(col0, mask=chan_ok, other=other)
-    if HIST > 1:
-        h1 = tl.load(col0 + stride_state_pos, mask=chan_ok, other=other)
-    if HIST > 2:
-        h2 = tl.load(col0 + 2 * stride_state_pos, mask=chan_ok, other=other)
-    xv = x_in.to(state_ptr.dtype.element_ty)  # what the state will keep
-    w_row = w_ptr + (reqs * 0)[:, None] + (chans * stride_w_dim)[None, :]  # the taps, once a request
-    if HAS_BIAS:
-        acc = tl.load(bias_ptr + (reqs * 0)[:, None] + (chans * stride_bias)[None, :], mask=chan_ok, other=other)
-        acc = acc.to(tl.float32)
-    else:
-        acc = tl.zeros((REQS, BLOCK_N), dtype=tl.float32)
-    acc = acc + tl.load(w_row, mask=chan_ok, other=other).to(tl.float32) * h0.to(tl.float32)
-    w1 = tl.load(w_row + stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
-    if HIST == 1:
-        acc = acc + w1 * xv.to(tl.float32)
-    else:
-        acc = acc + w1 * h1.to(tl.float32)
-        w2 = tl.load(w_row + 2 * stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
-        if HIST == 2:
-            acc = acc + w2 * xv.to(tl.float32)
-        else:
-            acc = acc + w2 * h2.to(tl.float32)
-            w3 = tl.load(w_row + 3 * stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
-            acc = acc + w3 * xv.to(tl.float32)
-    if SILU:
-        acc = acc / (1.0 + tl.exp(-acc))
-    tl.store(out_rows, acc.to(out_ptr.dtype.element_ty), mask=chan_ok)
-    # the shifted history back into the slot (in place: its loads are done)
-    if HIST == 1:
-        tl.store(col0, xv, mask=chan_ok)
-    elif HIST == 2:
-        tl.store(col0, h1, mask=chan_ok)
-        tl.store(col0 + stride_state_pos, xv, mask=chan_ok)
-    else:
-        tl.store(col0, h1, mask=chan_ok)
-        tl.store(col0 + stride_state_pos, h2, mask=chan_ok)
-        tl.store(col0 + 2 * stride_state_pos, xv, mask=chan_ok)
+    _conv_decode_rows(col0, w_ptr + (reqs * 0)[:, None] + (chans * stride_w_dim)[None, :], bias_ptr,
+                      (reqs * 0)[:, None] + (chans * stride_bias)[None, :], out_rows, x_in, stride_state_pos,
+                      stride_w_tap, chan_ok, other, state_ptr.dtype.element_ty, out_ptr.dtype.element_ty, HAS_BIAS,
+                      HIST, SILU)
 
 
 __all__ = ["_causal_conv1d_decode_requests_kernel"]

@@ -23,6 +23,52 @@ from mambalab.kernels.common import is_live_slot
 
 
 @triton.jit
+def _conv_decode_rows(col0, w_row, bias_ptr, bias_offs, out_row, x_in, stride_state_pos, stride_w_tap, chan_ok,
+                      other,
+                      state_ty: tl.constexpr, out_ty: tl.constexpr, HAS_BIAS: tl.constexpr, HIST: tl.constexpr,
+                      SILU: tl.constexpr):
+    """One decode step of live rows: the history loaded, the taps applied, the output stored, the shifted history
+    stored back at ``col0`` (in place: its loads are done). Tiles of one row (``[BLOCK_N]``) or of several
+    requests (``[REQS, BLOCK_N]``, ``causal_conv1d_requests.py``), the same operations on each element; the
+    bias (``HAS_BIAS``) at ``bias_ptr + bias_offs``."""
+    h0 = tl.load(col0, mask=chan_ok, other=other)
+    if HIST > 1:
+        h1 = tl.load(col0 + stride_state_pos, mask=chan_ok, other=other)
+    if HIST > 2:
+        h2 = tl.load(col0 + 2 * stride_state_pos, mask=chan_ok, other=other)
+    xv = x_in.to(state_ty)  # what the state will keep
+    if HAS_BIAS:
+        acc = tl.load(bias_ptr + bias_offs, mask=chan_ok, other=other).to(tl.float32)
+    else:
+        acc = tl.zeros(x_in.shape, dtype=tl.float32)
+    acc = acc + tl.load(w_row, mask=chan_ok, other=other).to(tl.float32) * h0.to(tl.float32)
+    w1 = tl.load(w_row + stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
+    if HIST == 1:
+        acc = acc + w1 * xv.to(tl.float32)
+    else:
+        acc = acc + w1 * h1.to(tl.float32)
+        w2 = tl.load(w_row + 2 * stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
+        if HIST == 2:
+            acc = acc + w2 * xv.to(tl.float32)
+        else:
+            acc = acc + w2 * h2.to(tl.float32)
+            w3 = tl.load(w_row + 3 * stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
+            acc = acc + w3 * xv.to(tl.float32)
+    if SILU:
+        acc = acc / (1.0 + tl.exp(-acc))
+    tl.store(out_row, acc.to(out_ty), mask=chan_ok)
+    if HIST == 1:
+        tl.store(col0, xv, mask=chan_ok)
+    elif HIST == 2:
+        tl.store(col0, h1, mask=chan_ok)
+        tl.store(col0 + stride_state_pos, xv, mask=chan_ok)
+    else:
+        tl.store(col0, h1, mask=chan_ok)
+        tl.store(col0 + stride_state_pos, h2, mask=chan_ok)
+        tl.store(col0 + 2 * stride_state_pos, xv, mask=chan_ok)
+
+
+@triton.jit
 def _causal_conv1d_decode_row_kernel(
     x_ptr, w_ptr, bias_ptr, state_ptr, idx_ptr, out_ptr, batch, dim, null_block_id,
     stride_x_row, stride_x_dim, stride_w_dim, stride_w_tap, stride_bias, stride_state_slot, stride_state_pos,
@@ -57,43 +103,9 @@ def _causal_conv1d_decode_row_kernel(
         tl.store(out_row, x_in.to(tl.float32).to(out_ptr.dtype.element_ty), mask=chan_ok)
         return
     col0 = state_ptr + slot * stride_state_slot + chans
-    h0 = tl.load(col0, mask=chan_ok, other=other)
-    if HIST > 1:
-        h1 = tl.load(col0 + stride_state_pos, mask=chan_ok, other=other)
-    if HIST > 2:
-        h2 = tl.load(col0 + 2 * stride_state_pos, mask=chan_ok, other=other)
-    xv = x_in.to(state_ptr.dtype.element_ty)  # what the state will keep
-    w_row = w_ptr + chans * stride_w_dim
-    if HAS_BIAS:
-        acc = tl.load(bias_ptr + chans * stride_bias, mask=chan_ok, other=other).to(tl.float32)
-    else:
-        acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    acc = acc + tl.load(w_row, mask=chan_ok, other=other).to(tl.float32) * h0.to(tl.float32)
-    w1 = tl.load(w_row + stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
-    if HIST == 1:
-        acc = acc + w1 * xv.to(tl.float32)
-    else:
-        acc = acc + w1 * h1.to(tl.float32)
-        w2 = tl.load(w_row + 2 * stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
-        if HIST == 2:
-            acc = acc + w2 * xv.to(tl.float32)
-        else:
-            acc = acc + w2 * h2.to(tl.float32)
-            w3 = tl.load(w_row + 3 * stride_w_tap, mask=chan_ok, other=other).to(tl.float32)
-            acc = acc + w3 * xv.to(tl.float32)
-    if SILU:
-        acc = acc / (1.0 + tl.exp(-acc))
-    tl.store(out_row, acc.to(out_ptr.dtype.element_ty), mask=chan_ok)
-    # the shifted history back into the slot (in place: its loads are done)
-    if HIST == 1:
-        tl.store(col0, xv, mask=chan_ok)
-    elif HIST == 2:
-        tl.store(col0, h1, mask=chan_ok)
-        tl.store(col0 + stride_state_pos, xv, mask=chan_ok)
-    else:
-        tl.store(col0, h1, mask=chan_ok)
-        tl.store(col0 + stride_state_pos, h2, mask=chan_ok)
-        tl.store(col0 + 2 * stride_state_pos, xv, mask=chan_ok)
+    _conv_decode_rows(col0, w_ptr + chans * stride_w_dim, bias_ptr, chans * stride_bias, out_row, x_in,
+                      stride_state_pos, stride_w_tap, chan_ok, other, state_ptr.dtype.element_ty,
+                      out_ptr.dtype.element_ty, HAS_BIAS, HIST, SILU)
 
 
 @triton.jit

@@ -127,34 +127,11 @@ def _ssu_heads_kernel(
     tile = (heads * s_state_head + offs_m * s_state_dim)[:, None] + (offs_n * s_state_n)[None, :]
     state = tl.load(state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=other).to(tl.float32)
 
-    group = heads // heads_per_group
-    B_ptrs = B_ptr + bos * s_B_tok + (group * s_B_group)[:, None] + (offs_n * s_B_n)[None, :]
-    C_ptrs = C_ptr + bos * s_C_tok + (group * s_C_group)[:, None] + (offs_n * s_C_n)[None, :]
-    x_ptrs = x_ptr + bos * s_x_tok + heads * s_x_head + offs_m * s_x_dim
-    if TIE_HDIM:
-        A = tl.load(A_ptr + heads * s_A_head).to(tl.float32)
-        dt_ptrs = dt_ptr + bos * s_dt_tok + heads * s_dt_head
-        if HAS_DT_BIAS:
-            dt_bias = tl.load(dt_bias_ptr + heads * s_dtb_head).to(tl.float32)
-        else:
-            dt_bias = 0.0
-    else:
-        A_ptrs = A_ptr + (heads * s_A_head + offs_m * s_A_dim)[:, None] + (offs_n * s_A_n)[None, :]
-        A = tl.load(A_ptrs, mask=mask_mn, other=other).to(tl.float32)
-        dt_ptrs = dt_ptr + bos * s_dt_tok + heads * s_dt_head + offs_m * s_dt_dim
-        if HAS_DT_BIAS:
-            dt_bias = tl.load(dt_bias_ptr + heads * s_dtb_head + offs_m * s_dtb_dim, mask=mask_m, other=other)
-            dt_bias = dt_bias.to(tl.float32)
-        else:
-            dt_bias = 0.0
-    if HAS_D:
-        D = tl.load(D_ptr + heads * s_D_head + offs_m * s_D_dim, mask=mask_m, other=other).to(tl.float32)
-    else:
-        D = 0.0
-    if HAS_Z:
-        z_ptrs = z_ptr + bos * s_z_tok + heads * s_z_head + offs_m * s_z_dim
-    else:
-        z_ptrs = x_ptrs
+    x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D = _ssu_rows_inputs(
+        x_ptr, dt_ptr, dt_bias_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bos, heads, offs_m, offs_n, heads_per_group,
+        s_x_tok, s_x_head, s_x_dim, s_dt_tok, s_dt_head, s_dt_dim, s_dtb_head, s_dtb_dim, s_A_head, s_A_dim, s_A_n,
+        s_B_tok, s_B_group, s_B_n, s_C_tok, s_C_group, s_C_n, s_D_head, s_D_dim, s_z_tok, s_z_head, s_z_dim,
+        mask_m, mask_mn, other, TIE_HDIM, HAS_DT_BIAS, HAS_D, HAS_Z)
 
     if ONE_TOKEN:
         state, out = _ssu_rows_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D,
@@ -188,6 +165,46 @@ def _ssu_heads_kernel(
                          state.to(state_ptr.dtype.element_ty), mask=mask_mn)
             tl.store(out_ptrs + t * s_out_tok, out.to(out_ptr.dtype.element_ty), mask=mask_m)
             t += 1
+
+
+@triton.jit
+def _ssu_rows_inputs(x_ptr, dt_ptr, dt_bias_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bos, heads, offs_m, offs_n,
+                     heads_per_group, s_x_tok, s_x_head, s_x_dim, s_dt_tok, s_dt_head, s_dt_dim, s_dtb_head, s_dtb_dim,
+                     s_A_head, s_A_dim, s_A_n, s_B_tok, s_B_group, s_B_n, s_C_tok, s_C_group, s_C_n, s_D_head, s_D_dim,
+                     s_z_tok, s_z_head, s_z_dim, mask_m, mask_mn, other,
+                     TIE_HDIM: tl.constexpr, HAS_DT_BIAS: tl.constexpr, HAS_D: tl.constexpr, HAS_Z: tl.constexpr):
+    """A stacked tile's token pointers (``x``, ``B``, ``C``, ``dt``, ``z``) and per-row weights (``A``, ``dt_bias``,
+    ``D``, loaded): row r is head ``heads[r]``, dim ``offs_m[r]`` of the request at token ``bos`` (a scalar, or a
+    value per row where several requests share the tile, ``mamba_ssm_requests.py``)."""
+    group = heads // heads_per_group
+    B_ptrs = B_ptr + (bos * s_B_tok + group * s_B_group)[:, None] + (offs_n * s_B_n)[None, :]
+    C_ptrs = C_ptr + (bos * s_C_tok + group * s_C_group)[:, None] + (offs_n * s_C_n)[None, :]
+    x_ptrs = x_ptr + bos * s_x_tok + heads * s_x_head + offs_m * s_x_dim
+    if TIE_HDIM:
+        A = tl.load(A_ptr + heads * s_A_head).to(tl.float32)
+        dt_ptrs = dt_ptr + bos * s_dt_tok + heads * s_dt_head
+        if HAS_DT_BIAS:
+            dt_bias = tl.load(dt_bias_ptr + heads * s_dtb_head).to(tl.float32)
+        else:
+            dt_bias = 0.0
+    else:
+        A_ptrs = A_ptr + (heads * s_A_head + offs_m * s_A_dim)[:, None] + (offs_n * s_A_n)[None, :]
+        A = tl.load(A_ptrs, mask=mask_mn, other=other).to(tl.float32)
+        dt_ptrs = dt_ptr + bos * s_dt_tok + heads * s_dt_head + offs_m * s_dt_dim
+        if HAS_DT_BIAS:
+            dt_bias = tl.load(dt_bias_ptr + heads * s_dtb_head + offs_m * s_dtb_dim, mask=mask_m, other=other)
+            dt_bias = dt_bias.to(tl.float32)
+        else:
+            dt_bias = 0.0
+    if HAS_D:
+        D = tl.load(D_ptr + heads * s_D_head + offs_m * s_D_dim, mask=mask_m, other=other).to(tl.float32)
+    else:
+        D = 0.0
+    if HAS_Z:
+        z_ptrs = z_ptr + bos * s_z_tok + heads * s_z_head + offs_m * s_z_dim
+    else:
+        z_ptrs = x_ptrs
+    return x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D
 
 
 @triton.jit

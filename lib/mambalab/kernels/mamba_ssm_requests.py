@@ -24,7 +24,7 @@ import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defin
 import triton
 import triton.language as tl
 
-from mambalab.kernels.mamba_ssm_kernels import _ssu_rows_token
+from mambalab.kernels.mamba_ssm_kernels import _ssu_rows_inputs, _ssu_rows_token
 
 
 @triton.jit
@@ -84,34 +84,11 @@ def _ssu_requests_kernel(
     state = tl.load(state_ptr + src_slot[:, None] * s_state_slot + tile, mask=mask_mn, other=other)
     state = state.to(tl.float32)
 
-    group = heads // heads_per_group
-    B_ptrs = B_ptr + (bos * s_B_tok + group * s_B_group)[:, None] + (offs_n * s_B_n)[None, :]
-    C_ptrs = C_ptr + (bos * s_C_tok + group * s_C_group)[:, None] + (offs_n * s_C_n)[None, :]
-    x_ptrs = x_ptr + bos * s_x_tok + heads * s_x_head + offs_m * s_x_dim
-    if TIE_HDIM:
-        A = tl.load(A_ptr + heads * s_A_head).to(tl.float32)
-        dt_ptrs = dt_ptr + bos * s_dt_tok + heads * s_dt_head
-        if HAS_DT_BIAS:
-            dt_bias = tl.load(dt_bias_ptr + heads * s_dtb_head).to(tl.float32)
-        else:
-            dt_bias = 0.0
-    else:
-        A_ptrs = A_ptr + (heads * s_A_head + offs_m * s_A_dim)[:, None] + (offs_n * s_A_n)[None, :]
-        A = tl.load(A_ptrs, mask=mask_mn, other=other).to(tl.float32)
-        dt_ptrs = dt_ptr + bos * s_dt_tok + heads * s_dt_head + offs_m * s_dt_dim
-        if HAS_DT_BIAS:
-            dt_bias = tl.load(dt_bias_ptr + heads * s_dtb_head + offs_m * s_dtb_dim, mask=mask_m, other=other)
-            dt_bias = dt_bias.to(tl.float32)
-        else:
-            dt_bias = 0.0
-    if HAS_D:
-        D = tl.load(D_ptr + heads * s_D_head + offs_m * s_D_dim, mask=mask_m, other=other).to(tl.float32)
-    else:
-        D = 0.0
-    if HAS_Z:
-        z_ptrs = z_ptr + bos * s_z_tok + heads * s_z_head + offs_m * s_z_dim
-    else:
-        z_ptrs = x_ptrs
+    x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D = _ssu_rows_inputs(
+        x_ptr, dt_ptr, dt_bias_ptr, A_ptr, B_ptr, C_ptr, D_ptr, z_ptr, bos, heads, offs_m, offs_n, heads_per_group,
+        s_x_tok, s_x_head, s_x_dim, s_dt_tok, s_dt_head, s_dt_dim, s_dtb_head, s_dtb_dim, s_A_head, s_A_dim, s_A_n,
+        s_B_tok, s_B_group, s_B_n, s_C_tok, s_C_group, s_C_n, s_D_head, s_D_dim, s_z_tok, s_z_head, s_z_dim,
+        mask_m, mask_mn, other, TIE_HDIM, HAS_DT_BIAS, HAS_D, HAS_Z)
 
     state, out = _ssu_rows_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D,
                                  mask_m, mask_mn, other, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
