@@ -368,20 +368,9 @@ def _gdn_heads_kernel(
             t_skip += 1
         return
 
-    if HAS_INITIAL_STATE:
-        if INPLACE:  # h0 is ht
-            tile_h0 = tile_ht
-        else:
-            tile_h0 = (i_hv * s_h0_h + o_v * s_h0_v)[:, None] + (o_k * s_h0_k)[None, :]
-        b_h = tl.load(h0 + slot * s_h0_n + tile_h0, mask=mask_h, other=other).to(tl.float32)
-    else:
-        b_h = tl.zeros([BLOCK_H * BV, BK], dtype=tl.float32)
-    if SIGMOID_GATING:
-        b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
-        b_dt_bias = tl.load(dt_bias + i_hv).to(tl.float32)
-    else:
-        b_A = 0.0
-        b_dt_bias = 0.0
+    b_h, b_A, b_dt_bias = _gdn_heads_state(h0, slot * s_h0_n, tile_ht, A_log, dt_bias, i_hv, o_v, o_k, s_h0_h,
+                                           s_h0_v, s_h0_k, mask_h, other, HAS_INITIAL_STATE, INPLACE,
+                                           SIGMOID_GATING, BLOCK_H * BV, BK)
     i_h = i_hv // (HV // H)
     if IS_VARLEN:  # the sequence's first token on the packed token axis
         p_q, p_k, p_v = q + bos * s_q_t, k + bos * s_k_t, v + bos * s_v_t
@@ -425,6 +414,30 @@ def _gdn_heads_kernel(
         if INPLACE:
             if INDEXED != 2:
                 tl.store(ht + slot * s_ht_n + tile_ht, b_h.to(ht.dtype.element_ty), mask=mask_h)
+
+@triton.jit
+def _gdn_heads_state(h0, slot_offset, tile_ht, A_log, dt_bias, i_hv, o_v, o_k, s_h0_h, s_h0_v, s_h0_k, mask_h, other,
+                     HAS_INITIAL_STATE: tl.constexpr, INPLACE: tl.constexpr, SIGMOID_GATING: tl.constexpr,
+                     ROWS: tl.constexpr, BK: tl.constexpr):
+    """A stacked tile's initial state (fp32; loaded at ``h0 + slot_offset``, one offset or one per row) and its
+    rows' gate weights ``-exp(A_log)``, ``dt_bias`` (zeros without ``SIGMOID_GATING``): for the heads kernel and
+    the requests kernel (``gated_delta_rule_requests.py``), the same operations."""
+    if HAS_INITIAL_STATE:
+        if INPLACE:  # h0 is ht
+            tile_h0 = tile_ht
+        else:
+            tile_h0 = (i_hv * s_h0_h + o_v * s_h0_v)[:, None] + (o_k * s_h0_k)[None, :]
+        b_h = tl.load(h0 + slot_offset + tile_h0, mask=mask_h, other=other).to(tl.float32)
+    else:
+        b_h = tl.zeros([ROWS, BK], dtype=tl.float32)
+    if SIGMOID_GATING:
+        b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+        b_dt_bias = tl.load(dt_bias + i_hv).to(tl.float32)
+    else:
+        b_A = 0.0
+        b_dt_bias = 0.0
+    return b_h, b_A, b_dt_bias
+
 
 @triton.jit
 def _gdn_heads_token(b_h, p_q, p_k, p_v, p_g, p_beta, p_o, b_A, b_dt_bias, scale, softplus_beta,

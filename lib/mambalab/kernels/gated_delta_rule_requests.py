@@ -23,7 +23,7 @@ import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defin
 import triton
 import triton.language as tl
 
-from mambalab.kernels.gated_delta_rule_kernels import _gdn_heads_token
+from mambalab.kernels.gated_delta_rule_kernels import _gdn_heads_state, _gdn_heads_token
 from mambalab.kernels.mamba_ssm_requests import per_row
 
 
@@ -74,20 +74,9 @@ def _gdn_requests_kernel(
         other = None
     p_o = o + (i_n * HV + i_hv) * V + o_v  # T == 1: the sequence's token is its row
     tile_ht = (i_hv * s_ht_h + o_v * s_ht_v)[:, None] + (o_k * s_ht_k)[None, :]
-    if HAS_INITIAL_STATE:
-        if INPLACE:  # h0 is ht
-            tile_h0 = tile_ht
-        else:
-            tile_h0 = (i_hv * s_h0_h + o_v * s_h0_v)[:, None] + (o_k * s_h0_k)[None, :]
-        b_h = tl.load(h0 + slot[:, None] * s_h0_n + tile_h0, mask=mask_h, other=other).to(tl.float32)
-    else:
-        b_h = tl.zeros([REQS * TILE, BK], dtype=tl.float32)
-    if SIGMOID_GATING:
-        b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
-        b_dt_bias = tl.load(dt_bias + i_hv).to(tl.float32)
-    else:
-        b_A = 0.0
-        b_dt_bias = 0.0
+    b_h, b_A, b_dt_bias = _gdn_heads_state(h0, (slot * s_h0_n)[:, None], tile_ht, A_log, dt_bias, i_hv, o_v, o_k,
+                                           s_h0_h, s_h0_v, s_h0_k, mask_h, other, HAS_INITIAL_STATE, INPLACE,
+                                           SIGMOID_GATING, REQS * TILE, BK)
     i_h = i_hv // (HV // H)
     p_q = q + (i_n * s_q_b + i_h * s_q_h)[:, None] + (o_k * s_q_k)[None, :]
     p_k = k + (i_n * s_k_b + i_h * s_k_h)[:, None] + (o_k * s_k_k)[None, :]

@@ -513,15 +513,14 @@ def selective_state_update(
                                                               EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN)
              and (tied or rh <= EARLY_STATE_MAX_UNTIED.get(p.state.element_size(), 0)))
     pdl = use_pdl(p.state.device) and (not small_fp32 or (early and EARLY_STATE_PDL_SMALL_FP32))
-    kernel, heads = _ssu_kernel, {}
-    # the interpreter: every request in one program where all are live (mamba_ssm_requests.py)
-    reqs_a_program = (requests_a_program(p.num_requests, guard, null_block_id, p.src, p.dst,
-                                         live_test=is_live_slot)  # this module's: planted with the kernels'
-                      if cfg.block_h > 1 and one_token else 0)
+    kernel, heads, reqs_a_program = _ssu_kernel, {}, 0
     if cfg.block_h > 1:
         exact = cfg.block_m == p.dim and triton.next_power_of_2(p.dstate) == p.dstate
         kernel, heads, pdl = _ssu_heads_kernel, {"BLOCK_H": cfg.block_h, "MASKED": not exact}, False
-        if reqs_a_program:
+        # every request in one program where all are live (mamba_ssm_requests.py); is_live_slot: this module's,
+        # planted with the kernels'
+        if one_token and (reqs_a_program := requests_a_program(p.num_requests, guard, null_block_id, p.src, p.dst,
+                                                                live_test=is_live_slot)):
             kernel, heads["REQS"] = _ssu_requests_kernel, reqs_a_program
     has_idx = p.src is not None
     stream = _stream_shape(p, tied, one_token, cfg, has_idx)

@@ -271,19 +271,13 @@ class _Launch:
             if m is None:
                 if ok.all():
                     if self.logs:  # what the general path's _note records for these lanes: one legal access
-                        if self.rows == 1:
-                            self._record(self._pid(builder), op, entry, addr, ok.size, True)
-                        else:
-                            self._record_rows(builder, op, entry, addr, ok)
+                        self._record_legal(builder, op, entry, addr, None)
                     return addr.view(np.uint64), ok
             else:
                 ok &= m
                 if np.array_equal(ok, m):
                     if self.logs:
-                        if self.rows == 1:
-                            self._record(self._pid(builder), op, entry, addr[ok], active.size, True)
-                        else:
-                            self._record_rows(builder, op, entry, addr, ok)
+                        self._record_legal(builder, op, entry, addr, ok)
                     return np.where(ok, addr.view(np.uint64), np.uint64(_SAFE_ADDRESS)), ok
         if m is None:
             m = np.ones(p.shape, dtype=bool)
@@ -327,10 +321,17 @@ class _Launch:
             rows = self.lane_rows[key] = sanitizer_rows.lane_rows(shape, pid[self.row_axis], self.rows)
         return rows
 
-    def _record_rows(self, builder, op, entry, addr, lanes) -> None:
-        """One legal access per row with lanes in ``lanes``, under that row's program id."""
+    def _record_legal(self, builder, op, entry, addr, lanes) -> None:
+        """One legal access of the lanes ``lanes`` (None: all), or one per row with lanes in them where a
+        program runs several rows (under that row's program id)."""
         pid = self._pid(builder)
+        if self.rows == 1:
+            self._record(pid, op, entry, addr if lanes is None else addr[lanes],
+                         addr.size if lanes is None else int(np.count_nonzero(lanes)), True)
+            return
         lane_rows = self._rows_of(addr.shape, pid)
+        if lanes is None:
+            lanes = np.ones(addr.shape, dtype=bool)
         for row in np.unique(lane_rows[lanes]).tolist():
             sel = lanes & (lane_rows == row)
             self._record(sanitizer_rows.virtual_pid(pid, self.row_axis, row), op, entry, addr[sel],

@@ -20,6 +20,8 @@ beside compute-sanitizer's block). This module keeps those reports as they were:
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import numpy as np
 
 from mambalab.lab.sanitizer_report import AccessLog, SanitizerUnsupported, Violation
@@ -56,14 +58,11 @@ def in_program_order(violations: list[Violation], marks: list[tuple[AccessLog, i
                      cap: int) -> list[Violation]:
     """The launch's records in one-row program order (a stable sort by program id), violations capped at
     ``cap`` as a launch of one-row programs caps them; returns the launch's own list of violations so."""
+    _pid = attrgetter("pid")
     for log, a, v in marks:
         log.accesses[a:] = sorted(log.accesses[a:], key=_pid)
         log.violations[v:] = sorted(log.violations[v:], key=_pid)[:cap]
     return sorted(violations, key=_pid)[:cap]
-
-
-def _pid(record) -> tuple:
-    return record.pid
 
 
 __all__ = ["require_rows", "lane_rows", "virtual_pid", "marks", "in_program_order"]
