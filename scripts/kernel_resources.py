@@ -7,7 +7,9 @@
 Why: registers per thread set occupancy, and occupancy decided the kernels'
 gaps (docs/benchmarks.md). ptxas reports them at compile time, so a kernel
 change can be judged before any GPU time is spent. The script calls each
-kernel's real wrapper on CPU tensors at the benchmark's shapes, catches the
+kernel's real wrapper on CPU tensors at the benchmark's shapes, as mambalab's
+layers call it, with every launch rule answering as on a GPU (``as_gpu``:
+otherwise the CPU tensors would pick the interpreter's kernels), catches the
 launch (``mambalab.lab.sanitizer.launch``), and compiles it with the same
 specialisation the JIT would use on the GPU (a stand-in driver that reports
 ``sm_90``), then runs the bundled ``ptxas -v`` / ``cuobjdump``. The local
@@ -18,6 +20,8 @@ confirm with ``ncu`` there.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import inspect
 import os
 import re
 import subprocess
@@ -65,73 +69,105 @@ def _nvidia_bin(tool: str) -> str:
     return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / tool)
 
 
+def _launch_only_keywords() -> tuple[str, ...]:
+    from mambalab.lab import sanitizer
+
+    return tuple(p.name for p in inspect.signature(sanitizer.launch).parameters.values() if p.kind is p.KEYWORD_ONLY)
+
+
+@contextlib.contextmanager
+def as_gpu(sms: int = 132):
+    """The wrappers' launch decisions as on an sm_90 GPU of ``sms`` SMs, for CPU tensors: every rule that asks
+    whether a tensor is on a GPU (tiles, streaming kernels, several requests a program, PDL) answers yes, so the
+    caught launch is the one the GPU machine runs, not the interpreter's."""
+    from mambalab.kernels import causal_conv1d as conv_mod
+    from mambalab.kernels import gated_delta_rule as gdn_mod
+    from mambalab.kernels import mamba_ssm as ssu_mod
+
+    cuda = torch.device("cuda", 0)
+    rule = ssu_mod.choose_launch_config
+    conv_rule = conv_mod.decode_launch_config
+    patches = [
+        (gdn_mod, "_num_sms", lambda device: sms),
+        (gdn_mod, "_streams_on", lambda device: True),
+        (gdn_mod, "heads_per_program", lambda HV, device: 1),
+        (gdn_mod, "use_pdl", lambda device: True),
+        (ssu_mod, "_sm_count", lambda index: sms),
+        (ssu_mod, "_streams_on", lambda device: True),
+        (ssu_mod, "use_pdl", lambda device: True),
+        (ssu_mod, "choose_launch_config", lambda *a, **k: rule(*a[:5], cuda, **k)),
+        (conv_mod, "decode_launch_config", lambda d, b, dt, dev: conv_rule(d, b, dt, cuda)),
+    ]
+    saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patches]
+    try:
+        for mod, name, value in patches:
+            setattr(mod, name, value)
+        yield
+    finally:
+        for mod, name, value in saved:
+            setattr(mod, name, value)
+
+
 def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | None = None):
-    """Run the wrapper of ``kernel_name`` at the benchmark's shapes; return the caught launch."""
+    """Run the wrapper of ``kernel_name`` at the benchmark's shapes, called as mambalab's layers call it
+    (``early_state_load``), under :func:`as_gpu`; return the caught launch."""
     from mambalab.gpu import bench
     from mambalab.lab import sanitizer
     from mambalab.kernels import gated_delta_rule as gdn_mod
     from mambalab.kernels import mamba_ssm as ssu_mod
 
     caught = {}
+    keywords = _launch_only_keywords()
 
-    def fake_launch(kernel, grid, *args, name=None, row_axis=0, **kwargs):
+    def fake_launch(kernel, grid, *args, **kwargs):
+        for name in keywords:  # the sanitizer's own keywords, not the kernel's
+            kwargs.pop(name, None)
         caught.update(kernel=kernel, grid=grid, args=args, kwargs=kwargs)
 
     captured = captured or batch
     old_launch, sanitizer.launch = sanitizer.launch, fake_launch
-    old_sms = gdn_mod._num_sms
-    gdn_mod._num_sms = lambda device: 132
-    ssu_mod._sm_count = lambda index: 132
     try:
-        idx = torch.zeros(captured, dtype=torch.int32)
-        idx[:batch] = torch.arange(1, batch + 1, dtype=torch.int32)
-        if kernel_name == "ssu":
-            s = bench.SSU
-            nh, hd, ds, ng = s["nheads"], s["headdim"], s["dstate"], s["ngroups"]
-            state = torch.zeros(captured + 1, nh, hd, ds, dtype=dtype)
-            x = torch.zeros(captured, nh, hd, dtype=dtype)
-            A = torch.zeros(nh)[:, None, None].expand(nh, hd, ds)
-            dtb = torch.zeros(nh)[:, None].expand(nh, hd)
-            B = torch.zeros(captured, ng, ds, dtype=dtype)
-            dt = torch.zeros(captured, nh, dtype=dtype)[:, :, None].expand(captured, nh, hd)  # vLLM's decode
-            cfg = ssu_mod.choose_launch_config(nh, hd, ds, captured, dtype, torch.device("cuda", 0))
-            with ssu_mod.launch_config_override(cfg):
+        with as_gpu():
+            idx = torch.zeros(captured, dtype=torch.int32)
+            idx[:batch] = torch.arange(1, batch + 1, dtype=torch.int32)
+            if kernel_name == "ssu":
+                s = bench.SSU
+                nh, hd, ds, ng = s["nheads"], s["headdim"], s["dstate"], s["ngroups"]
+                state = torch.zeros(captured + 1, nh, hd, ds, dtype=dtype)
+                x = torch.zeros(captured, nh, hd, dtype=dtype)
+                A = torch.zeros(nh)[:, None, None].expand(nh, hd, ds)
+                dtb = torch.zeros(nh)[:, None].expand(nh, hd)
+                B = torch.zeros(captured, ng, ds, dtype=dtype)
+                dt = torch.zeros(captured, nh, dtype=dtype)[:, :, None].expand(captured, nh, hd)  # vLLM's decode
                 ssu_mod.selective_state_update(state, x, dt, A, B, B.clone(), dtb.clone(), dt_bias=dtb,
-                                               z=x.clone(), dt_softplus=True, state_batch_indices=idx,
-                                               out=x.clone())
-        elif kernel_name == "gdn":
-            g = bench.GDN
-            H, HV, K, V = g["H"], g["HV"], g["K"], g["V"]
-            q = torch.zeros(1, captured, H, K, dtype=torch.bfloat16)
-            v = torch.zeros(1, captured, HV, V, dtype=torch.bfloat16)
-            gg = torch.zeros(1, captured, HV)
-            beta = torch.zeros(1, captured, HV, dtype=torch.bfloat16)
-            cu = torch.arange(captured + 1, dtype=torch.int32)
-            pool = torch.zeros(captured + 1, HV, V, K, dtype=dtype)
-            gdn_mod.fused_recurrent_gated_delta_rule(q, q.clone(), v, gg, beta, initial_state=pool,
-                                                     inplace_final_state=True, cu_seqlens=cu,
-                                                     ssm_state_indices=idx, use_qk_l2norm_in_kernel=True)
-        elif kernel_name == "conv":
-            from mambalab.kernels import causal_conv1d as conv_mod
-            from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
+                                               z=None, dt_softplus=True, state_batch_indices=idx,
+                                               out=x.clone(), early_state_load=True)
+            elif kernel_name == "gdn":
+                g = bench.GDN
+                H, HV, K, V = g["H"], g["HV"], g["K"], g["V"]
+                q = torch.zeros(1, captured, H, K, dtype=torch.bfloat16)
+                v = torch.zeros(1, captured, HV, V, dtype=torch.bfloat16)
+                gg = torch.zeros(1, captured, HV)
+                beta = torch.zeros(1, captured, HV, dtype=torch.bfloat16)
+                cu = torch.arange(captured + 1, dtype=torch.int32)
+                pool = torch.zeros(captured + 1, HV, V, K, dtype=dtype)
+                gdn_mod.fused_recurrent_gated_delta_rule(q, q.clone(), v, gg, beta, initial_state=pool,
+                                                         inplace_final_state=True, cu_seqlens=cu,
+                                                         ssm_state_indices=idx, use_qk_l2norm_in_kernel=True,
+                                                         early_state_load=True)
+            elif kernel_name == "conv":
+                from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
 
-            rule = conv_mod.decode_launch_config
-            conv_mod.decode_launch_config = lambda d, b, dt, dev: rule(d, b, dt, torch.device("cuda", 0))
-
-            c = bench.CONV
-            dim, width = c["dim"], c["width"]
-            x = torch.zeros(captured, dim, dtype=dtype)
-            state = make_conv_state(captured + 1, dim, width - 1, dtype, "cpu")
-            try:
+                c = bench.CONV
+                dim, width = c["dim"], c["width"]
+                x = torch.zeros(captured, dim, dtype=dtype)
+                state = make_conv_state(captured + 1, dim, width - 1, dtype, "cpu")
                 causal_conv1d_update(x, state, torch.zeros(dim, width, dtype=dtype), torch.zeros(dim, dtype=dtype),
                                      activation="silu", conv_state_indices=idx, out=torch.empty_like(x))
-            finally:
-                conv_mod.decode_launch_config = rule
-        else:
-            raise SystemExit(f"unknown kernel {kernel_name!r}")
+            else:
+                raise SystemExit(f"unknown kernel {kernel_name!r}")
     finally:
         sanitizer.launch = old_launch
-        gdn_mod._num_sms = old_sms
     return caught
 
 
@@ -178,17 +214,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sass", help="print the SASS of one case, e.g. ssu-bf16")
     args = ap.parse_args(argv)
     print(f"triton {triton.__version__}, sm_90a, batch {args.batch}")
-    print("| kernel | state | grid | launch | registers | shared B | local B | SASS instr |")
+    print("| kernel | state | kernel, grid | launch | registers | shared B | local B | SASS instr |")
     print("|---|---|---|---|---|---|---|---|")
     for case in args.cases.split(","):
         k, d = case.split("-")
         caught = capture(k, DTYPES[d], args.batch)
         compiled = compile_launch(caught)
         r = resources(compiled)
-        launch = {n: v for n, v in caught["kwargs"].items()
-                  if (n.startswith("B") or n in ("ROWS", "SPLIT")) and isinstance(v, int)}
-        print(f"| {k} | {d} | {caught['grid']} | {launch} w={r['num_warps']} | {r['registers']} | "
-              f"{r['shared']} | {r['local']} | {r['sass_instructions']} |", flush=True)
+        shape = ("BLOCK_M", "BLOCK_N", "BK", "BV", "ROWS", "SPLIT", "RB", "NB", "STAGES", "REQS", "TOKENS")
+        launch = {n: v for n, v in caught["kwargs"].items() if n in shape}
+        flags = [n for n in ("USE_PDL", "EARLY_STATE", "HEADS_FIRST") if caught["kwargs"].get(n)]
+        name = getattr(caught["kernel"], "__name__", None) or caught["kernel"].fn.__name__
+        print(f"| {k} | {d} | `{name}` {caught['grid']} | {launch} w={r['num_warps']} {' '.join(flags)} | "
+              f"{r['registers']} | {r['shared']} | {r['local']} | {r['sass_instructions']} |", flush=True)
         if args.sass == case:
             print(sass_of(compiled))
     return 0

@@ -1,0 +1,63 @@
+"""``scripts/kernel_resources.py``: it compiles, for an sm_90 GPU on this CPU machine, the launch the GPU machine runs.
+
+The script catches each wrapper's launch on CPU tensors. Every launch rule that asks whether the tensors are on a
+GPU must answer yes there (``as_gpu``), or the caught launch is the interpreter's several-heads kernel: a tile of
+32 heads whose compile does not finish, as happened once. It runs in its own process, because it stands in for the
+CUDA driver.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "kernel_resources.py"
+
+# (case, batch) -> the kernel the GPU launches there (the launch rules of mamba_ssm.py, gated_delta_rule.py,
+# causal_conv1d.py) and the launch flags it must carry
+EXPECTED = {
+    ("ssu-bf16", 64): ("_ssu_kernel", {"USE_PDL"}),
+    ("ssu-fp32", 1): ("_ssu_kernel", {"USE_PDL", "EARLY_STATE", "HEADS_FIRST"}),
+    ("gdn-bf16", 64): ("_gdn_stream_kernel", set()),
+    ("gdn-fp32", 1): ("_gdn_decode_kernel", {"USE_PDL", "EARLY_STATE"}),
+    ("conv-bf16", 64): ("_causal_conv1d_decode_kernel", set()),
+}
+
+
+def _ptxas_available() -> bool:
+    import triton
+
+    return (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists()
+
+
+def _rows(batch: int, cases: list[str]) -> dict[str, list[str]]:
+    run = subprocess.run([sys.executable, str(SCRIPT), "--batch", str(batch), "--cases", ",".join(cases)],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = {}
+    for line in run.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 8 and cells[0] in ("ssu", "gdn", "conv"):
+            rows[f"{cells[0]}-{cells[1]}"] = cells
+    return rows
+
+
+@pytest.mark.skipif(not _ptxas_available(), reason="this Triton has no bundled ptxas")
+@pytest.mark.parametrize("batch", sorted({b for _, b in EXPECTED}))
+def test_the_caught_launch_is_the_gpus_and_compiles(batch):
+    cases = [case for case, b in EXPECTED if b == batch]
+    rows = _rows(batch, cases)
+    assert sorted(rows) == sorted(cases)
+    for case in cases:
+        kernel, flags = EXPECTED[(case, batch)]
+        _, _, grid, launch, registers, _, local, sass = rows[case]
+        assert f"`{kernel}`" in grid, (case, grid)
+        assert "heads" not in grid and "requests" not in grid, (case, grid)  # never an interpreter kernel
+        shown = set(re.findall(r"\b(USE_PDL|EARLY_STATE|HEADS_FIRST)\b", launch))
+        assert shown == flags, (case, launch)
+        assert 0 < int(registers) <= 255 and int(local) == 0 and int(sass) > 100, (case, rows[case])
