@@ -83,6 +83,7 @@ def as_gpu(sms: int = 132):
     from mambalab.kernels import causal_conv1d as conv_mod
     from mambalab.kernels import gated_delta_rule as gdn_mod
     from mambalab.kernels import mamba_ssm as ssu_mod
+    from mambalab.kernels import mamba_ssm_kernels as ssu_kernels
 
     cuda = torch.device("cuda", 0)
     rule = ssu_mod.choose_launch_config
@@ -95,6 +96,7 @@ def as_gpu(sms: int = 132):
         (ssu_mod, "_sm_count", lambda index: sms),
         (ssu_mod, "_streams_on", lambda device: True),
         (ssu_mod, "use_pdl", lambda device: True),
+        (ssu_kernels, "fast_softplus_on", lambda device: ssu_kernels.FAST_SOFTPLUS),
         (ssu_mod, "choose_launch_config", lambda *a, **k: rule(*a[:5], cuda, **k)),
         (conv_mod, "decode_launch_config", lambda d, b, dt, dev: conv_rule(d, b, dt, cuda)),
     ]
@@ -223,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         r = resources(compiled)
         shape = ("BLOCK_M", "BLOCK_N", "BK", "BV", "ROWS", "SPLIT", "RB", "NB", "STAGES", "REQS", "TOKENS")
         launch = {n: v for n, v in caught["kwargs"].items() if n in shape}
-        flags = [n for n in ("USE_PDL", "EARLY_STATE", "HEADS_FIRST") if caught["kwargs"].get(n)]
+        flags = [n for n in ("USE_PDL", "EARLY_STATE", "HEADS_FIRST", "FAST_SOFTPLUS") if caught["kwargs"].get(n)]
         name = getattr(caught["kernel"], "__name__", None) or caught["kernel"].fn.__name__
         print(f"| {k} | {d} | `{name}` {caught['grid']} | {launch} w={r['num_warps']} {' '.join(flags)} | "
               f"{r['registers']} | {r['shared']} | {r['local']} | {r['sass_instructions']} |", flush=True)

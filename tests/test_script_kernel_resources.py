@@ -58,6 +58,6 @@ def test_the_caught_launch_is_the_gpus_and_compiles(batch):
         _, _, grid, launch, registers, _, local, sass = rows[case]
         assert f"`{kernel}`" in grid, (case, grid)
         assert "heads" not in grid and "requests" not in grid, (case, grid)  # never an interpreter kernel
-        shown = set(re.findall(r"\b(USE_PDL|EARLY_STATE|HEADS_FIRST)\b", launch))
+        shown = set(re.findall(r"\b(USE_PDL|EARLY_STATE|HEADS_FIRST|FAST_SOFTPLUS)\b", launch))
         assert shown == flags, (case, launch)
         assert 0 < int(registers) <= 255 and int(local) == 0 and int(sass) > 100, (case, rows[case])

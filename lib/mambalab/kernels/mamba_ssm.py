@@ -63,6 +63,7 @@ from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import INTERPRET
 from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot, prefetch_rows_l2, requests_a_program
+from mambalab.kernels import mamba_ssm_kernels
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
 from mambalab.kernels.mamba_ssm_stream import _ssu_stream_kernel, _ssu_token
@@ -112,6 +113,7 @@ def _ssu_kernel(
     PREFETCH: tl.constexpr = 0,  # under PDL, one token: an L2 hint for the state tile before the wait (2: evict_last)
     EARLY_DST: tl.constexpr = False,  # several tokens: each store's slot loaded with the token's inputs
     HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, requests): a slot's heads run together
+    FAST_SOFTPLUS: tl.constexpr = False,  # softplus on the approximate exp2 / lg2 (a GPU only: FAST_SOFTPLUS)
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
@@ -219,7 +221,7 @@ def _ssu_kernel(
         # The decode step proper (one token, its state back to its own slot): no
         # loop, so the compiler keeps one register layout from load to store.
         state, out = _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D,
-                                mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+                                mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z, FAST_SOFTPLUS)
         if DST_IS_SRC:
             dst_slot = src_slot  # the same index tensor: the guard already passed it
             dst_live = True
@@ -244,7 +246,7 @@ def _ssu_kernel(
                 dst_early = tl.load(dst_idx_ptr + pid_r * s_dst_row + t * s_dst_col, mask=t < dst_cols, other=0)
             state, out = _ssu_token(state, x_ptrs + t * s_x_tok, B_ptrs + t * s_B_tok, C_ptrs + t * s_C_tok,
                                     dt_ptrs + t * s_dt_tok, z_ptrs + t * s_z_tok, A, dt_bias, D,
-                                    mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+                                    mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z, FAST_SOFTPLUS)
             # Store the state after token t: in place (no indices), or to column t.
             if HAS_INDICES:
                 if t < dst_cols:
@@ -555,6 +557,9 @@ def selective_state_update(
         launch_opts["PREFETCH"] = hint[0]
     if rh <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True
+    if dt_softplus and cfg.block_h == 1 and not (tied and one_token) and mamba_ssm_kernels.fast_softplus_on(
+            p.state.device):  # (one token, A/dt per head: slower with it at batch 8-16, call 102)
+        launch_opts["FAST_SOFTPLUS"] = True
 
     sanitizer.launch(
         kernel, grid,

@@ -12,6 +12,8 @@ anything else, so a padded row costs a handful of ops. On a GPU the launch rule 
 
 from __future__ import annotations
 
+import os
+
 import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defined)
 
 import triton
@@ -44,13 +46,38 @@ def _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, sr
     return src_slot
 
 
+# The softplus of dt on the approximate exp2 / lg2 (``_softplus``'s ``FAST``), on a GPU, with A/dt per element or
+# several tokens a request; the interpreter keeps the exact form, so CPU results do not move. It runs once per row and
+# token: with A/dt per element for every thread's rows, it was about a sixth of that kernel's instructions (bf16 at
+# batch 64: 2,496 -> 2,064 SASS instructions, Triton 3.6, scripts/kernel_resources.py). On an H200 beside vLLM
+# (docs/results/issue14-call102-softplus.txt; vLLM's time over ours): per element bf16 64 / 256 / 512 1.082 / 1.063 /
+# 1.026 -> 1.159 / 1.087 / 1.051x, bf16 8 1.400 -> 1.446x; speculative +0.1-1% (bf16 T = 2 at 64 1.090 -> 1.101x);
+# one token with A/dt per head 808 -> 784 instructions but 1-3.5% slower at bf16 batch 8-16, so not there.
+# MAMBALAB_FAST_SOFTPLUS=0: libdevice's form everywhere (A/B).
+FAST_SOFTPLUS = os.environ.get("MAMBALAB_FAST_SOFTPLUS", "1") != "0"
+
+
+def fast_softplus_on(device) -> bool:
+    """Whether a launch on ``device`` takes the fast softplus: :data:`FAST_SOFTPLUS`, on a GPU."""
+    return FAST_SOFTPLUS and device.type == "cuda"
+
+
 @triton.jit
-def _softplus(x):
+def _softplus(x, FAST: tl.constexpr = False):
     """``log(1 + exp(x))``, linear above 20 (torch's and upstream's threshold).
 
-    The exp sees at most 20, so the branch ``tl.where`` discards cannot overflow.
+    The exp sees at most 20, so the branch ``tl.where`` discards cannot overflow. ``FAST`` (a GPU only: inline
+    PTX) takes the hardware's approximate ``exp2`` and ``lg2``, one ``MUFU`` instruction each (relative error near
+    2**-22), for libdevice's ``logf``, a polynomial of about twenty instructions (``tl.math.log2`` is libdevice's
+    too): ``mamba_ssm.FAST_SOFTPLUS``.
     """
-    return tl.where(x <= 20.0, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))), x)
+    if FAST:
+        e = 1.0 + tl.math.exp2(tl.minimum(x, 20.0) * 1.4426950408889634)  # >= 1: nothing for ftz to flush
+        y = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=r,r", [e], dtype=tl.float32, is_pure=True,
+                                      pack=1) * 0.6931471805599453
+    else:
+        y = tl.log(1.0 + tl.exp(tl.minimum(x, 20.0)))
+    return tl.where(x <= 20.0, y, x)
 
 
 @triton.jit

@@ -27,7 +27,7 @@ from mambalab.kernels.mamba_ssm_kernels import _softplus, _ssu_request_head, _ss
 @triton.jit
 def _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, mask_m, mask_n,
                TIE_HDIM: tl.constexpr, HAS_DT_BIAS: tl.constexpr, DT_SOFTPLUS: tl.constexpr,
-               HAS_D: tl.constexpr, HAS_Z: tl.constexpr):
+               HAS_D: tl.constexpr, HAS_Z: tl.constexpr, FAST_SOFTPLUS: tl.constexpr = False):
     """One token of the recurrence on a register tile: returns (new state, output rows), fp32. The gate ``z`` is
     loaded with ``x``, so its latency hides behind the state update (call 72, H200, bf16 state with ``z``: batch
     8 / 16 / 64 / 256 1.006 / 1.058 / 1.037 / 1.044 -> 1.063 / 1.102 / 1.072 / 1.074x of vLLM; fp32 even)."""
@@ -41,7 +41,7 @@ def _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, ma
         if HAS_DT_BIAS:
             dt += dt_bias
         if DT_SOFTPLUS:
-            dt = _softplus(dt)
+            dt = _softplus(dt, FAST_SOFTPLUS)
         dA = tl.exp(A * dt)  # a scalar, not a tile
         dBx = (B * dt)[None, :] * x[:, None]
     else:
@@ -49,7 +49,7 @@ def _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, ma
         if HAS_DT_BIAS:
             dt += dt_bias
         if DT_SOFTPLUS:
-            dt = _softplus(dt)
+            dt = _softplus(dt, FAST_SOFTPLUS)
         # One exponential per state element: exp2 on the pre-scaled argument is one ex2.approx
         # instruction, where tl.exp goes through libdevice's range-checked expf (vLLM's
         # triton_helpers.fast_exp does the same). On an H200 this path ran at 78-80% of copy with
@@ -94,6 +94,7 @@ def _ssu_stream_kernel(
     STAGES: tl.constexpr = 1,  # the loop's num_stages (1: no prefetch)
     TOKENS: tl.constexpr = 1,  # the unrolled request length (1, or the index row's width)
     HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, requests), as _ssu_kernel's
+    FAST_SOFTPLUS: tl.constexpr = False,  # as _ssu_kernel's
 ):
     """``_ssu_kernel``'s arguments (the launch passes the same list; here ``TIE_HDIM`` and ``HAS_INDICES``),
     then the streaming shape."""
@@ -158,7 +159,8 @@ def _ssu_stream_kernel(
                 state, out = _ssu_token(state, x_ptr0 + t * s_x_tok + offs_m * s_x_dim, B_ptrs + t * s_B_tok,
                                         C_ptrs + t * s_C_tok, dt_ptrs + t * s_dt_tok,
                                         z_ptr0 + t * s_z_tok + offs_m * s_z_dim, A, dt_bias, D,
-                                        mask_m, mask_n, True, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+                                        mask_m, mask_n, True, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z,
+                                        FAST_SOFTPLUS)
                 if ONE_TOKEN:
                     if DST_IS_SRC:
                         tl.store(head_state_ptr + src_slot * s_state_slot + tile,
@@ -193,7 +195,8 @@ def _ssu_stream_kernel(
                 state, out = _ssu_token(state, x_ptr0 + t * s_x_tok + offs_m * s_x_dim, B_ptrs + t * s_B_tok,
                                         C_ptrs + t * s_C_tok, dt_ptrs + t * s_dt_tok,
                                         z_ptr0 + t * s_z_tok + offs_m * s_z_dim, A, dt_bias, D,
-                                        mask_m, mask_n, True, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z)
+                                        mask_m, mask_n, True, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z,
+                                        FAST_SOFTPLUS)
                 if t < dst_cols:
                     dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row + t * s_dst_col).to(tl.int64)
                     if is_live_slot(dst_slot, null_block_id, GUARD):

@@ -1,0 +1,129 @@
+"""The SSU's fast softplus of ``dt`` (``mamba_ssm_kernels._softplus`` with ``FAST``: the approximate ``exp2`` and
+``lg2`` instructions, inline PTX, so a GPU only) against float64, and the launch rule that takes it only there.
+
+The interpreter keeps the exact form (libdevice's on a GPU), so CPU results do not move; on a GPU the whole
+decode step with it stays within the step's tolerance of the reference and of the exact form.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from mambalab.device import DEVICE
+from mambalab.kernels import mamba_ssm as ssu
+from mambalab.kernels import mamba_ssm_kernels
+from mambalab.kernels.mamba_ssm import LaunchConfig, selective_state_update
+from mambalab.kernels.mamba_ssm_kernels import _softplus
+from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
+from mambalab.kernels.testing import poison_, random_slot_indices, tolerance
+
+from test_kernel_selective_state_update import gen, make_case, same_layout_copy
+
+
+@triton.jit
+def _softplus_probe(x_ptr, out_ptr, n, FAST: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    x = tl.load(x_ptr + offs, mask=ok, other=0.0)
+    tl.store(out_ptr + offs, _softplus(x, FAST), mask=ok)
+
+
+def _probe(x: torch.Tensor, fast: bool) -> torch.Tensor:
+    out = poison_(torch.empty_like(x))
+    _softplus_probe[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), FAST=fast, BLOCK=1024)
+    return out
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The GPU's launch rules on any device (one head a program, the streaming rule open); the launches' keywords."""
+    monkeypatch.setattr(ssu, "_streams_on", lambda device: True)
+    monkeypatch.setattr(ssu, "choose_launch_config", lambda *a, **k: LaunchConfig(block_m=4, num_warps=1))
+    seen = []
+    real = ssu.sanitizer.launch
+
+    def spy(kernel, grid, *args, **kwargs):
+        seen.append(kwargs)
+        return real(kernel, grid, *args, **kwargs)
+
+    monkeypatch.setattr(ssu.sanitizer, "launch", spy)
+    return seen
+
+
+def _step(case, kw):
+    state = same_layout_copy(case.state)
+    out = poison_(torch.empty_like(case.kwargs["x"]))
+    selective_state_update(state, out=out, **case.kwargs, **kw)
+    return state, out
+
+
+def _case(seed: int, tokens: int, tied: bool, dtypes=(torch.float32, torch.float32)):
+    """8 requests of ``tokens`` tokens (several: speculative, 2-D indices, accepted counts 1..T), ``dt_softplus``."""
+    rows = 8
+    slots = 1 + rows * tokens + 1
+    case = make_case(seed, rows=rows, tokens=rows * tokens, nheads=4, dim=16, dstate=32, ngroups=2, tied=tied,
+                     slots=slots, dtypes=dtypes)
+    if tokens == 1:
+        return case, dict(state_batch_indices=torch.randperm(slots - 1, generator=gen(seed))[:rows].add(1).to(DEVICE))
+    idx = random_slot_indices(rows, slots, columns=tokens, generator=gen(seed + 1))
+    return case, dict(state_batch_indices=idx.to(DEVICE),
+                      num_accepted_tokens=torch.randint(1, tokens + 1, (rows,), generator=gen(seed + 2),
+                                                        dtype=torch.int32).to(DEVICE),
+                      cu_seqlens=torch.arange(0, rows * tokens + 1, tokens, dtype=torch.int32, device=DEVICE))
+
+
+@pytest.mark.cpu_only
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("tokens", [1, 3])
+def test_the_interpreter_keeps_the_exact_softplus(launches, tied, tokens):
+    assert not mamba_ssm_kernels.fast_softplus_on(torch.device("cpu"))
+    case, kw = _case(3, tokens, tied)
+    assert case.kwargs["dt_softplus"]
+    _step(case, kw)
+    assert launches and all("FAST_SOFTPLUS" not in k for k in launches)
+
+
+@pytest.mark.cuda
+def test_fast_softplus_against_float64():
+    x = torch.cat([torch.linspace(-30.0, 40.0, 1 << 16), torch.tensor([20.0, 20.000002, 19.999998, 0.0, -0.0])])
+    x = x.to(DEVICE)
+    want = torch.where(x <= 20.0, torch.log1p(torch.exp(x.double())), x.double())
+    fast, exact = _probe(x, True), _probe(x, False)
+
+    def err(y):
+        return ((y.double() - want).abs() / (1.0 + want.abs())).max().item()
+
+    # exact: libdevice, whose error here is 1 + exp(x) rounded to float32 (2**-24 near 1)
+    assert err(exact) < 2e-7, err(exact)
+    # fast: lg2.approx's absolute error (about 2**-22 in log2) and ex2.approx's relative one
+    assert err(fast) < 1e-6, err(fast)
+    assert torch.equal(fast[x > 20.0], x[x > 20.0])  # linear above the threshold, exactly
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16),
+                                    (torch.float32, torch.bfloat16)], ids=["fp32", "bf16", "fp32state-bf16act"])
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("tokens", [1, 3])
+def test_the_step_with_the_fast_softplus(launches, monkeypatch, dtypes, tied, tokens):
+    """Against the reference, within the step's tolerance, and against the exact form on the same inputs."""
+    case, kw = _case(11 + tokens, tokens, tied, dtypes)
+    s_fast, o_fast = _step(case, kw)
+    # the rule: A/dt per element, or several tokens (one token with A/dt per head keeps libdevice's form)
+    assert launches[-1].get("FAST_SOFTPLUS", False) is (not tied or tokens > 1)
+    monkeypatch.setattr(mamba_ssm_kernels, "FAST_SOFTPLUS", False)
+    s_exact, o_exact = _step(case, kw)
+    assert "FAST_SOFTPLUS" not in launches[-1]
+    s_ref = same_layout_copy(case.state)
+    o_ref = poison_(torch.empty_like(o_fast))
+    selective_state_update_ref(s_ref, out=o_ref, **case.kwargs, **kw)
+    family = "ssu" if tokens == 1 else "ssu_spec"
+    assert not o_fast.isnan().any()
+    for got, ref in ((o_fast, o_ref), (o_exact, o_ref), (s_fast, s_ref), (s_exact, s_ref), (o_fast, o_exact),
+                     (s_fast, s_exact)):
+        rtol, atol = tolerance(family, got.dtype)
+        torch.testing.assert_close(got.float(), ref.float(), rtol=rtol, atol=atol)
+    assert torch.equal(s_fast[0], case.state[0])  # the null block, untouched
