@@ -3,7 +3,12 @@
 libdevice's form ("base"), beside vLLM, on the rows that missed 1.1x in call 83's recording and a few that met it.
 
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call102-softplus.py
+
+Call 106 ran it again with ``SWITCH=HPG_CONSTEXPR``: the same rows, "base" with the group ratio as the runtime
+argument, "fast" with it a compile-time constant (``mamba_ssm_kernels.HPG_CONSTEXPR``), the fast softplus on in both;
+its output prefix is ``ab-hpg``.
 """
+import os
 import sys
 
 sys.path[:0] = ["lib", "scripts"]
@@ -16,11 +21,12 @@ from mambalab.kernels import mamba_ssm_kernels as mk  # noqa: E402
 
 D = bench.DTYPES
 print("device", torch.cuda.get_device_name(), flush=True)
-SWEEP = Sweep("ab-softplus")
+SWITCH = os.environ.get("SWITCH", "FAST_SOFTPLUS")
+SWEEP = Sweep("ab-softplus" if SWITCH == "FAST_SOFTPLUS" else "ab-hpg")
 
 
 def setv(v):
-    mk.FAST_SOFTPLUS = v == "fast"
+    setattr(mk, SWITCH, v == "fast")
 
 
 # (state, act, z, active, captured, T, dt, pools): call 83's misses, then controls

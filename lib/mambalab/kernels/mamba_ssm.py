@@ -114,6 +114,7 @@ def _ssu_kernel(
     EARLY_DST: tl.constexpr = False,  # several tokens: each store's slot loaded with the token's inputs
     HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, requests): a slot's heads run together
     FAST_SOFTPLUS: tl.constexpr = False,  # softplus on the approximate exp2 / lg2 (a GPU only: FAST_SOFTPLUS)
+    HPG: tl.constexpr = 0,  # heads_per_group as a constant (0: the runtime argument): HPG_CONSTEXPR
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
@@ -182,7 +183,7 @@ def _ssu_kernel(
     state = state.to(tl.float32)
 
     # -- per-head parameters (constant over the tokens) ------------------------
-    group = pid_h // heads_per_group
+    group = pid_h // (HPG if HPG else heads_per_group)  # HPG: a shift, not a runtime division
     B_ptrs = B_ptr + bos * s_B_tok + group * s_B_group + offs_n * s_B_n
     C_ptrs = C_ptr + bos * s_C_tok + group * s_C_group + offs_n * s_C_n
     x_ptrs = x_ptr + bos * s_x_tok + pid_h * s_x_head + offs_m * s_x_dim
@@ -557,9 +558,8 @@ def selective_state_update(
         launch_opts["PREFETCH"] = hint[0]
     if rh <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True
-    if dt_softplus and cfg.block_h == 1 and not (tied and one_token) and mamba_ssm_kernels.fast_softplus_on(
-            p.state.device):  # (one token, A/dt per head: slower with it at batch 8-16, call 102)
-        launch_opts["FAST_SOFTPLUS"] = True
+    if cfg.block_h == 1:  # the GPU's one-head kernels: mamba_ssm_kernels.py, FAST_SOFTPLUS and HPG_CONSTEXPR
+        launch_opts.update(mamba_ssm_kernels.one_head_options(p, tied, one_token, dt_softplus))
 
     sanitizer.launch(
         kernel, grid,

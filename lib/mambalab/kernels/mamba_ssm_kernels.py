@@ -57,9 +57,30 @@ def _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, sr
 FAST_SOFTPLUS = os.environ.get("MAMBALAB_FAST_SOFTPLUS", "1") != "0"
 
 
+# The group of a head (``B``/``C`` are per group) as ``head // HPG`` with the ratio a compile-time constant: a shift,
+# where the runtime argument ``heads_per_group`` costs an integer division (about fifteen instructions ahead of the
+# ``B``/``C`` loads: one token bf16 at batch 8 808 -> 784 SASS instructions, Triton 3.6). Set per launch; the
+# interpreter's several-heads kernels keep the runtime argument. On an H200 beside vLLM (call 106,
+# docs/results/issue14-call106-hpg.txt; vLLM's time over ours, runtime -> constant): one token bf16 batch 8 / 9 / 8 fresh
+# 1.095 / 1.069 / 1.094 -> 1.106 / 1.082 / 1.108x, fp32 4 1.019 -> 1.029x; the other 29 rows within +-0.4%.
+HPG_CONSTEXPR = True
+
+
 def fast_softplus_on(device) -> bool:
     """Whether a launch on ``device`` takes the fast softplus: :data:`FAST_SOFTPLUS`, on a GPU."""
     return FAST_SOFTPLUS and device.type == "cuda"
+
+
+def one_head_options(p, tied: bool, one_token: bool, dt_softplus: bool) -> dict:
+    """The one-head kernels' options for the launch of ``p`` (``mamba_ssm_ref.prepare_ssu_inputs``' result): the fast
+    softplus with ``A``/``dt`` per element or several tokens (one token with them per head: 1-3.5% slower with it at
+    bf16 batch 8-16, call 102), the group ratio as a constant."""
+    opts = {}
+    if dt_softplus and not (tied and one_token) and fast_softplus_on(p.state.device):
+        opts["FAST_SOFTPLUS"] = True
+    if HPG_CONSTEXPR:
+        opts["HPG"] = p.nheads // p.ngroups
+    return opts
 
 
 @triton.jit

@@ -95,6 +95,7 @@ def _ssu_stream_kernel(
     TOKENS: tl.constexpr = 1,  # the unrolled request length (1, or the index row's width)
     HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, requests), as _ssu_kernel's
     FAST_SOFTPLUS: tl.constexpr = False,  # as _ssu_kernel's
+    HPG: tl.constexpr = 0,  # as _ssu_kernel's
 ):
     """``_ssu_kernel``'s arguments (the launch passes the same list; here ``TIE_HDIM`` and ``HAS_INDICES``),
     then the streaming shape."""
@@ -128,7 +129,7 @@ def _ssu_stream_kernel(
 
     offs_n = tl.arange(0, BLOCK_N)
     mask_n = offs_n < dstate
-    group = pid_h // heads_per_group
+    group = pid_h // (HPG if HPG else heads_per_group)  # HPG: a shift, not a runtime division
     B_ptrs = B_ptr + bos * s_B_tok + group * s_B_group + offs_n * s_B_n
     C_ptrs = C_ptr + bos * s_C_tok + group * s_C_group + offs_n * s_C_n
     dt_ptrs = dt_ptr + bos * s_dt_tok + pid_h * s_dt_head

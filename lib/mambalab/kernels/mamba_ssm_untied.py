@@ -51,6 +51,7 @@ def _ssu_untied_reqs_kernel(
     USE_PDL: tl.constexpr = False,
     HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, request groups), as _ssu_kernel's
     FAST_SOFTPLUS: tl.constexpr = False,  # as _ssu_kernel's
+    HPG: tl.constexpr = 0,  # as _ssu_kernel's
 ):
     """``_ssu_kernel``'s arguments (one token, indices, ``dst is src``, ``A``/``dt`` per element only)."""
     tl.static_assert(ONE_TOKEN and HAS_INDICES and DST_IS_SRC and not TIE_HDIM and not IS_VARLEN)
@@ -78,7 +79,7 @@ def _ssu_untied_reqs_kernel(
         D = tl.load(D_ptr + pid_h * s_D_head + offs_m * s_D_dim, mask=mask_m, other=0.0).to(tl.float32)
     else:
         D = 0.0
-    group = pid_h // heads_per_group
+    group = pid_h // (HPG if HPG else heads_per_group)  # HPG: a shift, not a runtime division
     for i in tl.static_range(REQS):
         r = pid_g * REQS + i
         tok = r.to(tl.int64)
