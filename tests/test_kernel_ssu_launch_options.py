@@ -1,8 +1,11 @@
-"""The SSU's fast softplus of ``dt`` (``mamba_ssm_kernels._softplus`` with ``FAST``: the approximate ``exp2`` and
-``lg2`` instructions, inline PTX, so a GPU only) against float64, and the launch rule that takes it only there.
+"""The options of the SSU's one-head kernels (``mamba_ssm_kernels.one_head_options``).
 
-The interpreter keeps the exact form (libdevice's on a GPU), so CPU results do not move; on a GPU the whole
-decode step with it stays within the step's tolerance of the reference and of the exact form.
+* The fast softplus of ``dt`` (``_softplus`` with ``FAST``: the approximate ``exp2`` and ``lg2`` instructions, inline
+  PTX, so a GPU only) against float64, and the launch rule that takes it only there. The interpreter keeps the exact
+  form (libdevice's on a GPU), so CPU results do not move; on a GPU the whole decode step with it stays within the
+  step's tolerance of the reference and of the exact form.
+* The group ratio as a compile-time constant (``HPG``): the same group for every head, so the same bytes as with the
+  runtime argument, on the interpreter and on a GPU.
 """
 
 from __future__ import annotations
@@ -127,3 +130,50 @@ def test_the_step_with_the_fast_softplus(launches, monkeypatch, dtypes, tied, to
         rtol, atol = tolerance(family, got.dtype)
         torch.testing.assert_close(got.float(), ref.float(), rtol=rtol, atol=atol)
     assert torch.equal(s_fast[0], case.state[0])  # the null block, untouched
+
+
+@pytest.mark.parametrize("ngroups", [1, 2, 4])
+@pytest.mark.parametrize("tokens", [1, 3])
+def test_the_group_ratio_as_a_constant_changes_no_byte(launches, monkeypatch, ngroups, tokens):
+    rows, T = 6, tokens
+    slots = 1 + rows * T + 1
+    case = make_case(40 + ngroups + T, rows=rows, tokens=rows * T, nheads=8, dim=8, dstate=16, ngroups=ngroups,
+                     tied=True, slots=slots)
+    if T == 1:
+        kw = dict(state_batch_indices=torch.arange(1, rows + 1, device=DEVICE))
+    else:
+        idx = random_slot_indices(rows, slots, columns=T, generator=gen(50 + ngroups))
+        kw = dict(state_batch_indices=idx.to(DEVICE),
+                  num_accepted_tokens=torch.full((rows,), T, dtype=torch.int32, device=DEVICE),
+                  cu_seqlens=torch.arange(0, rows * T + 1, T, dtype=torch.int32, device=DEVICE))
+    s_const, o_const = _step(case, kw)
+    assert launches[-1]["HPG"] == 8 // ngroups
+    monkeypatch.setattr(mamba_ssm_kernels, "HPG_CONSTEXPR", False)
+    s_runtime, o_runtime = _step(case, kw)
+    assert "HPG" not in launches[-1]
+    assert torch.equal(o_const, o_runtime) and torch.equal(s_const, s_runtime)
+    s_ref = same_layout_copy(case.state)
+    o_ref = poison_(torch.empty_like(o_const))
+    selective_state_update_ref(s_ref, out=o_ref, **case.kwargs, **kw)
+    rtol, atol = tolerance("ssu", o_const.dtype)
+    torch.testing.assert_close(o_const, o_ref, rtol=rtol, atol=atol)
+    torch.testing.assert_close(s_const, s_ref, rtol=rtol, atol=atol)
+
+
+def test_the_interpreters_several_heads_kernels_take_neither_option(monkeypatch):
+    """Without the GPU's rules a CPU launch takes several heads a program (BLOCK_H > 1): the runtime ratio, the exact
+    softplus."""
+    seen = []
+    real = ssu.sanitizer.launch
+
+    def spy(kernel, grid, *args, **kwargs):
+        seen.append(kwargs)
+        return real(kernel, grid, *args, **kwargs)
+
+    monkeypatch.setattr(ssu.sanitizer, "launch", spy)
+    case, kw = _case(5, 1, True)
+    _step(case, kw)
+    if DEVICE.type == "cpu":
+        assert seen[-1]["BLOCK_H"] > 1 and "HPG" not in seen[-1] and "FAST_SOFTPLUS" not in seen[-1]
+    else:
+        assert seen[-1]["HPG"] == 2
