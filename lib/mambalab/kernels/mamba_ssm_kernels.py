@@ -90,7 +90,7 @@ def _softplus(x, FAST: tl.constexpr = False):
     The exp sees at most 20, so the branch ``tl.where`` discards cannot overflow. ``FAST`` (a GPU only: inline
     PTX) takes the hardware's approximate ``exp2`` and ``lg2``, one ``MUFU`` instruction each (relative error near
     2**-22), for libdevice's ``logf``, a polynomial of about twenty instructions (``tl.math.log2`` is libdevice's
-    too): ``mamba_ssm.FAST_SOFTPLUS``.
+    too): :data:`FAST_SOFTPLUS`, :func:`one_head_options`.
     """
     if FAST:
         e = 1.0 + tl.math.exp2(tl.minimum(x, 20.0) * 1.4426950408889634)  # >= 1: nothing for ftz to flush
