@@ -6,7 +6,9 @@ libdevice's form ("base"), beside vLLM, on the rows that missed 1.1x in call 83'
 
 Call 106 ran it again with ``SWITCH=HPG_CONSTEXPR``: the same rows, "base" with the group ratio as the runtime
 argument, "fast" with it a compile-time constant (``mamba_ssm_kernels.HPG_CONSTEXPR``), the fast softplus on in both;
-its output prefix is ``ab-hpg``.
+its output prefix is ``ab-hpg``. Call 110 with ``SWITCH=FAST_SOFTPLUS_TIED_ONE_TOKEN ROWS=tied``: the fast softplus
+for one token with ``A``/``dt`` per head too (call 102 found it slower there, before ``HPG``), on those rows only;
+prefix ``ab-tied-softplus``.
 """
 import os
 import sys
@@ -22,7 +24,7 @@ from mambalab.kernels import mamba_ssm_kernels as mk  # noqa: E402
 D = bench.DTYPES
 print("device", torch.cuda.get_device_name(), flush=True)
 SWITCH = os.environ.get("SWITCH", "FAST_SOFTPLUS")
-SWEEP = Sweep("ab-softplus" if SWITCH == "FAST_SOFTPLUS" else "ab-hpg")
+SWEEP = Sweep({"FAST_SOFTPLUS": "ab-softplus", "HPG_CONSTEXPR": "ab-hpg"}.get(SWITCH, "ab-tied-softplus"))
 
 
 def setv(v):
@@ -44,5 +46,7 @@ cases = [("bf16", "bf16", False, b, b, 1, "element", "cloned") for b in (64, 256
     ("bf16", "bf16", False, 8, 8, 1, "element", "cloned"), ("fp32", "bf16", False, 1, 1, 1, "element", "cloned"),
     ("fp32", "bf16", False, 64, 64, 1, "element", "cloned"), ("bf16", "bf16", False, 64, 64, 1, "head", "cloned"),
     ("fp32", "bf16", False, 64, 64, 1, "head", "cloned"), ("bf16", "bf16", False, 1, 1, 4, "head", "cloned")]
+if os.environ.get("ROWS") == "tied":  # one token, A/dt per head
+    cases = [c for c in cases if c[5] == 1 and c[6] == "head"]
 SWEEP.run("ssu", cases, {"base": 0, "fast": 1}, setv,
           lambda k: SSUCase(k[3], k[4], D[k[0]], D[k[1]], k[2], k[7], k[5], k[6]))

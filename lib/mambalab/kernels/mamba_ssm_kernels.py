@@ -55,6 +55,9 @@ def _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, sr
 # one token with A/dt per head 808 -> 784 instructions but 1-3.5% slower at bf16 batch 8-16, so not there.
 # MAMBALAB_FAST_SOFTPLUS=0: libdevice's form everywhere (A/B).
 FAST_SOFTPLUS = os.environ.get("MAMBALAB_FAST_SOFTPLUS", "1") != "0"
+# One token with A/dt per head too: an A/B switch, off. Call 110 (with HPG, docs/results/issue14-call110-tied-softplus.txt)
+# found it slower still: bf16 batch 8 / 9 / 16 1.070 / 1.084 / 1.045 -> 1.028 / 1.062 / 1.027x, fp32 even.
+FAST_SOFTPLUS_TIED_ONE_TOKEN = False
 
 
 # The group of a head (``B``/``C`` are per group) as ``head // HPG`` with the ratio a compile-time constant: a shift,
@@ -76,7 +79,7 @@ def one_head_options(p, tied: bool, one_token: bool, dt_softplus: bool) -> dict:
     softplus with ``A``/``dt`` per element or several tokens (one token with them per head: 1-3.5% slower with it at
     bf16 batch 8-16, call 102), the group ratio as a constant."""
     opts = {}
-    if dt_softplus and not (tied and one_token) and fast_softplus_on(p.state.device):
+    if dt_softplus and (FAST_SOFTPLUS_TIED_ONE_TOKEN or not (tied and one_token)) and fast_softplus_on(p.state.device):
         opts["FAST_SOFTPLUS"] = True
     if HPG_CONSTEXPR:
         opts["HPG"] = p.nheads // p.ngroups
