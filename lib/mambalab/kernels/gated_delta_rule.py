@@ -237,19 +237,19 @@ def _cuda_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-# Several tokens a request (speculative decoding): rows of the state per program, by element size, one piece (no
-# split). H200 against vLLM 0.33 (scripts/tune_launch.py --wide, T = 2 and 4, batch 8 / 64 / 256; benchmarks.md): bf16
-# 16 rows 57-79% of copy (32 in halves: 48-70%, vLLM 56-74%); fp32 4 rows 71-90% (8: 63-91%, vLLM 56-88%); call 57
-# (an H100, issue14-call57-spec-warps.txt): bf16 T = 3 / 4 at 8-256, 8 rows or 2-4 warps 1-28% slower.
+# Several tokens a request (speculative decoding): rows of the state per program, by element size, one piece (no split).
+# H200 against vLLM 0.33 (scripts/tune_launch.py --wide, T = 2 and 4, batch 8 / 64 / 256; benchmarks.md): bf16 16 rows
+# 57-79% of copy (32 in halves: 48-70%, vLLM 56-74%); fp32 4 rows 71-90% (8: 63-91%, vLLM 56-88%); call 57 (an H100,
+# issue14-call57-spec-warps.txt): bf16 T = 3 / 4 at 8-256, 8 rows or 2-4 warps 1-28% slower.
 MULTI_TOKEN_BV = {4: 4, 2: 16}
 # One token a sequence, one slot a sequence, in place, without sigmoid gating: the streaming kernel
-# (gated_delta_rule_kernels._gdn_stream_kernel), by state element size: (rows a block, blocks a program,
-# num_stages, fewest sequences, most sequences). Chosen on an H200 beside vLLM 0.33 (docs/benchmarks.md,
-# issue 14, calls 12-13: one token, batch 1..512, 6 shapes for bf16, 4 for fp32): bf16 8 rows x 4 blocks,
-# 4 stages: 72 -> 80% of copy at batch 64, 86 -> 92% at 512, 1.19x faster at 16, but 7% slower at 8 (and
-# slower below), so from 16; fp32 4 x 2, 2 stages: 1.03-1.10x faster at batch 8-16, even at 32, 0.3-1.3%
-# slower from 57, so 8 to 32.
+# (gated_delta_rule_kernels._gdn_stream_kernel), by state element size: (rows a block, blocks a program, num_stages,
+# fewest sequences, most sequences). Chosen on an H200 beside vLLM 0.33 (docs/benchmarks.md, issue 14, calls 12-13: one
+# token, batch 1..512, 6 shapes for bf16, 4 for fp32): bf16 8 rows x 4 blocks, 4 stages: 72 -> 80% of copy at batch 64,
+# 86 -> 92% at 512, 1.19x faster at 16, but 7% slower at 8 (and slower below), so from 16; fp32 4 x 2, 2 stages:
+# 1.03-1.10x faster at batch 8-16, even at 32, 0.3-1.3% slower from 57, so 8 to 32.
 STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (8, 4, 4, 16, 1 << 30), 4: (4, 2, 2, 8, 32)}
+STREAM_MAXNREG: dict[int, int] = {}  # register cap by element size, an A/B switch: bf16 72 / 64 slower (call 111)
 # Several tokens a sequence (speculative decoding: 2-D indices, in place, no sigmoid gating): the streaming
 # kernel for speculation (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a
 # block, blocks a program, num_stages, fewest sequences, most sequences, warps); only for index rows of at
@@ -412,7 +412,8 @@ def _launch(
         _streams_on(q.device) and in_place and indexed == 1 and not multi_token and A_log is None
         and block_v is None) else None
     if stream and stream[3] <= N <= stream[4] and heads == 1:
-        kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
+        cap = {"maxnreg": STREAM_MAXNREG[state_in.element_size()]} if state_in.element_size() in STREAM_MAXNREG else {}
+        kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]), **cap)
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
     spec = SPEC_STREAM.get(state_in.element_size()) if (
         _streams_on(q.device) and in_place and indexed == 2 and multi_token and A_log is None
