@@ -3,6 +3,7 @@
 
     .venv/bin/python scripts/kernel_resources.py                 # registers, spills, SASS size
     .venv/bin/python scripts/kernel_resources.py --sass ssu-bf16 # and dump one kernel's SASS
+    .venv/bin/python scripts/kernel_resources.py --batch 64 --cases ssu-bf16-element --ops ssu-bf16-element
 
 Why: registers per thread set occupancy, and occupancy decided the kernels'
 gaps (docs/benchmarks.md). ptxas reports them at compile time, so a kernel
@@ -20,6 +21,7 @@ confirm with ``ncu`` there.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import inspect
 import os
@@ -110,9 +112,11 @@ def as_gpu(sms: int = 132):
             setattr(mod, name, value)
 
 
-def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | None = None):
+def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | None = None, variant: str = ""):
     """Run the wrapper of ``kernel_name`` at the benchmark's shapes, called as mambalab's layers call it
-    (``early_state_load``), under :func:`as_gpu`; return the caught launch."""
+    (``early_state_load``), under :func:`as_gpu`; return the caught launch. ``variant`` (the SSU's only): "element"
+    (``A``/``dt`` per element, as vLLM's kernel tests pass them) or "specT" (speculative decoding, ``T`` tokens a
+    request: 2-D indices, ``num_accepted_tokens``, ``cu_seqlens``, as the bench's speculative rows)."""
     from mambalab.gpu import bench
     from mambalab.lab import sanitizer
     from mambalab.kernels import gated_delta_rule as gdn_mod
@@ -135,15 +139,25 @@ def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | No
             if kernel_name == "ssu":
                 s = bench.SSU
                 nh, hd, ds, ng = s["nheads"], s["headdim"], s["dstate"], s["ngroups"]
-                state = torch.zeros(captured + 1, nh, hd, ds, dtype=dtype)
-                x = torch.zeros(captured, nh, hd, dtype=dtype)
-                A = torch.zeros(nh)[:, None, None].expand(nh, hd, ds)
-                dtb = torch.zeros(nh)[:, None].expand(nh, hd)
-                B = torch.zeros(captured, ng, ds, dtype=dtype)
-                dt = torch.zeros(captured, nh, dtype=dtype)[:, :, None].expand(captured, nh, hd)  # vLLM's decode
+                T = int(variant[4:]) if variant.startswith("spec") else 1
+                ntok = captured * T
+                spec = {}
+                if T > 1:
+                    idx = (torch.arange(ntok, dtype=torch.int32) + 1).view(captured, T)
+                    spec = dict(num_accepted_tokens=torch.ones(captured, dtype=torch.int32),
+                                cu_seqlens=torch.arange(0, ntok + 1, T, dtype=torch.int32))
+                state = torch.zeros(ntok + 1, nh, hd, ds, dtype=dtype)
+                x = torch.zeros(ntok, nh, hd, dtype=dtype)
+                B = torch.zeros(ntok, ng, ds, dtype=dtype)
+                if variant == "element":
+                    A, dtb, dt = torch.zeros(nh, hd, ds), torch.zeros(nh, hd), torch.zeros(ntok, nh, hd, dtype=dtype)
+                else:  # vLLM's decode: one value a head, broadcast
+                    A = torch.zeros(nh)[:, None, None].expand(nh, hd, ds)
+                    dtb = torch.zeros(nh)[:, None].expand(nh, hd)
+                    dt = torch.zeros(ntok, nh, dtype=dtype)[:, :, None].expand(ntok, nh, hd)
                 ssu_mod.selective_state_update(state, x, dt, A, B, B.clone(), dtb.clone(), dt_bias=dtb,
                                                z=None, dt_softplus=True, state_batch_indices=idx,
-                                               out=x.clone(), early_state_load=True)
+                                               out=x.clone(), early_state_load=True, **spec)
             elif kernel_name == "gdn":
                 g = bench.GDN
                 H, HV, K, V = g["H"], g["HV"], g["K"], g["V"]
@@ -214,23 +228,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--cases", default=",".join(f"{k}-{d}" for k, d in CASES))
     ap.add_argument("--sass", help="print the SASS of one case, e.g. ssu-bf16")
+    ap.add_argument("--ops", help="print one case's SASS opcodes, most frequent first, e.g. ssu-bf16-element")
     args = ap.parse_args(argv)
     print(f"triton {triton.__version__}, sm_90a, batch {args.batch}")
     print("| kernel | state | kernel, grid | launch | registers | shared B | local B | SASS instr |")
     print("|---|---|---|---|---|---|---|---|")
     for case in args.cases.split(","):
-        k, d = case.split("-")
-        caught = capture(k, DTYPES[d], args.batch)
+        k, d, *variant = case.split("-")  # kernel-state[-variant]: ssu-bf16-element, ssu-bf16-spec4
+        caught = capture(k, DTYPES[d], args.batch, variant="".join(variant))
         compiled = compile_launch(caught)
         r = resources(compiled)
         shape = ("BLOCK_M", "BLOCK_N", "BK", "BV", "ROWS", "SPLIT", "RB", "NB", "STAGES", "REQS", "TOKENS")
         launch = {n: v for n, v in caught["kwargs"].items() if n in shape}
         flags = [n for n in ("USE_PDL", "EARLY_STATE", "HEADS_FIRST", "FAST_SOFTPLUS") if caught["kwargs"].get(n)]
         name = getattr(caught["kernel"], "__name__", None) or caught["kernel"].fn.__name__
-        print(f"| {k} | {d} | `{name}` {caught['grid']} | {launch} w={r['num_warps']} {' '.join(flags)} | "
-              f"{r['registers']} | {r['shared']} | {r['local']} | {r['sass_instructions']} |", flush=True)
+        print(f"| {k} | {'-'.join([d, *variant])} | `{name}` {caught['grid']} | {launch} w={r['num_warps']} "
+              f"{' '.join(flags)} | {r['registers']} | {r['shared']} | {r['local']} | {r['sass_instructions']} |",
+              flush=True)
         if args.sass == case:
             print(sass_of(compiled))
+        if args.ops == case:
+            ops = collections.Counter(re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)",
+                                                 sass_of(compiled)))
+            print(" ".join(f"{op}:{n}" for op, n in ops.most_common()))
     return 0
 
 
