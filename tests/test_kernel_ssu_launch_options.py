@@ -40,11 +40,8 @@ def _probe(x: torch.Tensor, fast: bool) -> torch.Tensor:
     return out
 
 
-@pytest.fixture
-def launches(monkeypatch):
-    """The GPU's launch rules on any device (one head a program, the streaming rule open); the launches' keywords."""
-    monkeypatch.setattr(ssu, "_streams_on", lambda device: True)
-    monkeypatch.setattr(ssu, "choose_launch_config", lambda *a, **k: LaunchConfig(block_m=4, num_warps=1))
+def _spy(monkeypatch) -> list[dict]:
+    """The keywords of every SSU launch from here on."""
     seen = []
     real = ssu.sanitizer.launch
 
@@ -54,6 +51,14 @@ def launches(monkeypatch):
 
     monkeypatch.setattr(ssu.sanitizer, "launch", spy)
     return seen
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The GPU's launch rules on any device (one head a program, the streaming rule open); the launches' keywords."""
+    monkeypatch.setattr(ssu, "_streams_on", lambda device: True)
+    monkeypatch.setattr(ssu, "choose_launch_config", lambda *a, **k: LaunchConfig(block_m=4, num_warps=1))
+    return _spy(monkeypatch)
 
 
 def _step(case, kw):
@@ -163,14 +168,7 @@ def test_the_group_ratio_as_a_constant_changes_no_byte(launches, monkeypatch, ng
 def test_the_interpreters_several_heads_kernels_take_neither_option(monkeypatch):
     """Without the GPU's rules a CPU launch takes several heads a program (BLOCK_H > 1): the runtime ratio, the exact
     softplus."""
-    seen = []
-    real = ssu.sanitizer.launch
-
-    def spy(kernel, grid, *args, **kwargs):
-        seen.append(kwargs)
-        return real(kernel, grid, *args, **kwargs)
-
-    monkeypatch.setattr(ssu.sanitizer, "launch", spy)
+    seen = _spy(monkeypatch)
     case, kw = _case(5, 1, True)
     _step(case, kw)
     if DEVICE.type == "cpu":
