@@ -329,7 +329,7 @@ EARLY_STATE_MAX_UNTIED = {4: 2 * 128, 2: 4 * 128}  # A/dt per element, one token
 HEADS_FIRST_GRID = True
 SPEC_EARLY_DST_MAX = 8 * 128  # several tokens: store slots loaded with the inputs up to this request x heads (call 64)
 EARLY_STATE_PDL_SMALL_FP32 = True  # with the promise, the small fp32 tiles launch with PDL too
-PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer launch without PDL
+PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer launch without PDL (per element: call 112)
 # The L2 hint before PDL's wait (PREFETCH: kernels.common.prefetch_rows_l2), one token a request with indices, under
 # the early_state_load promise, by state element size: (mode, fewest, most request x heads); mode 1 plain, 2
 # L2::evict_last. bf16 mode 2 on an H200: batch 32-512 +2-4% (64 1.043 -> 1.075x); fp32 1-3% slower, so not
