@@ -89,7 +89,7 @@ def as_gpu(sms: int = 132):
 
     cuda = torch.device("cuda", 0)
     rule = ssu_mod.choose_launch_config
-    conv_rule = conv_mod.decode_launch_config
+    conv_rule, conv_decode, conv_window = conv_mod.decode_launch_config, conv_mod.decode_kernel, conv_mod.window_kernel
     patches = [
         (gdn_mod, "_num_sms", lambda device: sms),
         (gdn_mod, "_streams_on", lambda device: True),
@@ -101,6 +101,8 @@ def as_gpu(sms: int = 132):
         (ssu_kernels, "fast_softplus_on", lambda device: ssu_kernels.FAST_SOFTPLUS),
         (ssu_mod, "choose_launch_config", lambda *a, **k: rule(*a[:5], cuda, **k)),
         (conv_mod, "decode_launch_config", lambda d, b, dt, dev: conv_rule(d, b, dt, cuda)),
+        (conv_mod, "decode_kernel", lambda rows, device: conv_decode(rows, cuda)),
+        (conv_mod, "window_kernel", lambda device: conv_window(cuda)),
     ]
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patches]
     try:

@@ -28,6 +28,7 @@ EXPECTED = {
     ("gdn-bf16", 64): ("_gdn_stream_kernel", set()),
     ("gdn-fp32", 1): ("_gdn_decode_kernel", {"USE_PDL", "EARLY_STATE"}),
     ("conv-bf16", 64): ("_causal_conv1d_decode_kernel", set()),
+    ("conv-fp32", 1): ("_causal_conv1d_decode_kernel", {"USE_PDL"}),  # one request: no interpreter row kernel
 }
 
 
