@@ -83,6 +83,7 @@ def as_gpu(sms: int = 132):
     whether a tensor is on a GPU (tiles, streaming kernels, several requests a program, PDL) answers yes, so the
     caught launch is the one the GPU machine runs, not the interpreter's."""
     from mambalab.kernels import causal_conv1d as conv_mod
+    from mambalab.kernels import common as common_mod
     from mambalab.kernels import gated_delta_rule as gdn_mod
     from mambalab.kernels import mamba_ssm as ssu_mod
     from mambalab.kernels import mamba_ssm_kernels as ssu_kernels
@@ -95,9 +96,9 @@ def as_gpu(sms: int = 132):
         (gdn_mod, "_streams_on", lambda device: True),
         (gdn_mod, "heads_per_program", lambda HV, device: 1),
         (gdn_mod, "use_pdl", lambda device: True),
-        (ssu_mod, "_sm_count", lambda index: sms),
         (ssu_mod, "_streams_on", lambda device: True),
         (ssu_mod, "use_pdl", lambda device: True),
+        (common_mod, "use_pdl", lambda device: True),  # the conv's, looked up at each launch
         (ssu_kernels, "fast_softplus_on", lambda device: ssu_kernels.FAST_SOFTPLUS),
         (ssu_mod, "choose_launch_config", lambda *a, **k: rule(*a[:5], cuda, **k)),
         (conv_mod, "decode_launch_config", lambda d, b, dt, dev: conv_rule(d, b, dt, cuda)),

@@ -13,7 +13,7 @@ import torch
 import mambalab  # noqa: F401  (sets TRITON_INTERPRET before kernels are defined)
 from mambalab.device import DEVICE
 from mambalab.kernels import causal_conv1d as conv_mod
-from mambalab.kernels import mamba_ssm
+from mambalab.kernels import common
 from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
 from mambalab.kernels.testing import poison_, random_slot_indices
 
@@ -141,7 +141,7 @@ def test_decode_deep_rule(monkeypatch):
     monkeypatch.setattr(conv_mod, "decode_launch_config", lambda dim, batch, dtype, device: (64, 1, 4))
     monkeypatch.setattr(conv_mod, "decode_kernel", lambda rows, device: conv_mod._causal_conv1d_decode_kernel)
     monkeypatch.setattr(conv_mod.sanitizer, "launch", lambda kernel, grid, *a, **kw: seen.append(kw.get("USE_PDL")))
-    monkeypatch.setattr(mamba_ssm, "use_pdl", lambda device: True)
+    monkeypatch.setattr(common, "use_pdl", lambda device: True)
     for batch, pdl in ((128, True), (136, None), (16, True)):
         x = torch.zeros(batch, 64)
         causal_conv1d_update(x, make_conv_state(batch + 1, 64, 3, torch.float32, "cpu"), torch.zeros(64, 4),

@@ -279,7 +279,6 @@ def test_launch_rule_for_real_shapes(monkeypatch):
     dev = DEVICE
     if ssu.INTERPRET:  # the GPU branch of the rule, with an H100's 132 SMs
         monkeypatch.setattr(ssu, "INTERPRET", False)
-        monkeypatch.setattr(ssu, "_sm_count", lambda index: 132)
         dev = torch.device("cuda", 0)
     big_fp32 = choose_launch_config(128, 64, 128, 64, torch.float32, dev)
     big_bf16 = choose_launch_config(128, 64, 128, 256, torch.bfloat16, dev)
@@ -308,17 +307,17 @@ def test_launch_rule_for_real_shapes(monkeypatch):
 def test_pdl_only_on_a_hopper_gpu(monkeypatch):
     """Programmatic dependent launch is never asked for on the interpreter or a CPU tensor, and
     MAMBALAB_PDL=0 turns it off on a GPU."""
-    import mambalab.kernels.mamba_ssm as ssu
+    import mambalab.kernels.common as common
 
-    assert ssu.use_pdl(torch.device("cpu")) is False
-    monkeypatch.setattr(ssu, "INTERPRET", False)
-    monkeypatch.setattr(ssu, "_capability", lambda index: 90)
-    assert ssu.use_pdl(torch.device("cuda", 0)) is True
+    assert common.use_pdl(torch.device("cpu")) is False
+    monkeypatch.setattr(common, "INTERPRET", False)
+    monkeypatch.setattr(common, "_capability", lambda index: 90)
+    assert common.use_pdl(torch.device("cuda", 0)) is True
     monkeypatch.setenv("MAMBALAB_PDL", "0")
-    assert ssu.use_pdl(torch.device("cuda", 0)) is False
+    assert common.use_pdl(torch.device("cuda", 0)) is False
     monkeypatch.delenv("MAMBALAB_PDL")
-    monkeypatch.setattr(ssu, "_capability", lambda index: 80)
-    assert ssu.use_pdl(torch.device("cuda", 0)) is False
+    monkeypatch.setattr(common, "_capability", lambda index: 80)
+    assert common.use_pdl(torch.device("cuda", 0)) is False
 
 
 # -- speculative decoding --------------------------------------------------------

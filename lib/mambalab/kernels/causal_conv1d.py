@@ -247,7 +247,7 @@ PDL_MAX_BATCH_GENERAL = 1
 
 def _pdl_opts(batch: int, device: torch.device, max_batch: int) -> dict:
     """The launch options for PDL where the rule above and the GPU allow it (never on the interpreter)."""
-    from mambalab.kernels.mamba_ssm import use_pdl
+    from mambalab.kernels.common import use_pdl
 
     return {"USE_PDL": True, "launch_pdl": True} if batch <= max_batch and use_pdl(device) else {}
 

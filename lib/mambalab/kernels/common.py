@@ -13,11 +13,14 @@ decides), never by editing a kernel.
 
 from __future__ import annotations
 
+import functools
 import os
 
+import torch
 import triton
 import triton.language as tl
 
+from mambalab.device import INTERPRET
 from mambalab.lab.bugs import BugConfig, GuardMode, KernelFamily, resolve
 
 @triton.jit
@@ -108,5 +111,21 @@ def bound_accepted_for(bugs: BugConfig | None) -> bool:
     return resolve(bugs).bound_accepted
 
 
+def use_pdl(device: torch.device) -> bool:
+    """Programmatic dependent launch, for every kernel family: on a CUDA GPU of compute capability 9.0 or later,
+    never on the interpreter; ``MAMBALAB_PDL=0`` turns it off, ``=1`` on (where the GPU has it)."""
+    if INTERPRET or device.type != "cuda":
+        return False
+    flag = os.environ.get("MAMBALAB_PDL", "1")
+    return flag != "0" and _capability(device.index if device.index is not None
+                                       else torch.cuda.current_device()) >= 90
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(device_index: int) -> int:
+    major, minor = torch.cuda.get_device_capability(device_index)
+    return 10 * major + minor
+
+
 __all__ = ["is_live_slot", "prefetch_rows_l2", "guard_for", "bound_accepted_for", "KernelFamily",
-           "REQUESTS_A_PROGRAM", "requests_a_program"]
+           "REQUESTS_A_PROGRAM", "requests_a_program", "use_pdl"]

@@ -64,7 +64,7 @@ from mambalab.kernels.gated_delta_rule_kernels import (_gdn_heads_kernel, _gdn_r
 from mambalab.kernels.gated_delta_rule_requests import _gdn_requests_kernel
 from mambalab.kernels.gated_delta_rule_stream import _gdn_spec_stream_kernel
 from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
-from mambalab.kernels.mamba_ssm import use_pdl  # PDL where the SSU and the conv take it
+from mambalab.kernels.common import use_pdl  # PDL where the SSU and the conv take it
 
 KERNEL_NAME = "fused_recurrent_gated_delta_rule"
 

@@ -47,8 +47,6 @@ the programs or fewer.
 from __future__ import annotations
 
 import contextlib
-import functools
-import os
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -62,7 +60,8 @@ from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import INTERPRET
-from mambalab.kernels.common import KernelFamily, guard_for, is_live_slot, prefetch_rows_l2, requests_a_program
+from mambalab.kernels.common import (KernelFamily, guard_for, is_live_slot, prefetch_rows_l2, requests_a_program,
+                                     use_pdl)
 from mambalab.kernels import mamba_ssm_kernels
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
@@ -355,11 +354,6 @@ SSU_STREAM_MAX_TOKENS = 2  # most unrolled tokens (the index row's width)
 _override: LaunchConfig | None = None
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def choose_launch_config(
     nheads: int, dim: int, dstate: int, num_requests: int, state_dtype: torch.dtype,
     device: torch.device | None = None, *, tied: bool = True, multi_token: bool = False,
@@ -399,22 +393,6 @@ def choose_launch_config(
     else:
         block_m = (BLOCK_M_TIED_SMALL if num_requests * nheads < TIED_SMALL_EFFECTIVE_BATCH else BLOCK_M_TIED)[size]
     return LaunchConfig(block_m=min(block_m, dim_p2), num_warps=NUM_WARPS)
-
-
-def use_pdl(device: torch.device) -> bool:
-    """Programmatic dependent launch: on a CUDA GPU of compute capability 9.0 or later, never on the
-    interpreter; ``MAMBALAB_PDL=0`` turns it off, ``=1`` on (where the GPU has it)."""
-    if INTERPRET or device.type != "cuda":
-        return False
-    flag = os.environ.get("MAMBALAB_PDL", "1")
-    return flag != "0" and _capability(device.index if device.index is not None
-                                       else torch.cuda.current_device()) >= 90
-
-
-@functools.lru_cache(maxsize=None)
-def _capability(device_index: int) -> int:
-    major, minor = torch.cuda.get_device_capability(device_index)
-    return 10 * major + minor
 
 
 @contextlib.contextmanager
