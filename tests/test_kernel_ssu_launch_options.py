@@ -175,3 +175,38 @@ def test_the_interpreters_several_heads_kernels_take_neither_option(monkeypatch)
         assert seen[-1]["BLOCK_H"] > 1 and "HPG" not in seen[-1] and "FAST_SOFTPLUS" not in seen[-1]
     else:
         assert seen[-1]["HPG"] == 2
+
+
+@pytest.mark.parametrize("dtypes", [(torch.float32, torch.float32), (torch.bfloat16, torch.bfloat16)],
+                         ids=["fp32", "bf16"])
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("tokens,ahead", [(2, 1), (3, 1), (3, 2), (4, 1), (4, 2), (4, 3)])
+def test_the_unrolled_speculative_step_changes_no_byte(launches, monkeypatch, dtypes, tied, tokens, ahead):
+    """``SPEC_UNROLL``: a request of exactly the index row's width runs its tokens unrolled with the loads ahead
+    (``mamba_ssm_spec.py``); one of another length (varlen) takes the token loop in the same launch. Same bytes as
+    the loop, outputs and every slot; a null column of the row skips its store; against the reference."""
+    rows, T = 7, tokens
+    lens = [T, T, 1, T, T - 1, T, T][:rows]  # rows 2 and 4: another length, the loop's path
+    slots = 1 + rows * T + 1
+    case = make_case(60 + 7 * T + ahead, rows=rows, tokens=sum(lens), nheads=4, dim=16, dstate=32, ngroups=2,
+                     tied=tied, slots=slots, dtypes=dtypes)
+    idx = random_slot_indices(rows, slots, columns=T, generator=gen(70 + T))
+    idx[1, T - 1] = 0  # a null column: that token's store is skipped, its output still written
+    cu = torch.tensor([0, *lens], dtype=torch.int32).cumsum(0).to(torch.int32)
+    kw = dict(state_batch_indices=idx.to(DEVICE), cu_seqlens=cu.to(DEVICE),
+              num_accepted_tokens=torch.randint(1, T + 1, (rows,), generator=gen(80 + T), dtype=torch.int32).to(DEVICE))
+    monkeypatch.setattr(ssu, "SSU_STREAM", {})  # _ssu_kernel at every width (the streaming kernel takes T = 2)
+    monkeypatch.setattr(ssu, "SPEC_UNROLL", {4: (1, 1 << 30, ahead), 2: (1, 1 << 30, ahead)})
+    s_unrolled, o_unrolled = _step(case, kw)
+    assert launches[-1]["SPEC_TOKENS"] == T and launches[-1]["SPEC_AHEAD"] == ahead
+    monkeypatch.setattr(ssu, "SPEC_UNROLL", {})
+    s_loop, o_loop = _step(case, kw)
+    assert "SPEC_TOKENS" not in launches[-1]
+    assert torch.equal(o_unrolled, o_loop) and torch.equal(s_unrolled, s_loop)
+    s_ref = same_layout_copy(case.state)
+    o_ref = poison_(torch.empty_like(o_loop))
+    selective_state_update_ref(s_ref, out=o_ref, **case.kwargs, **kw)
+    rtol, atol = tolerance("ssu_spec", o_loop.dtype)
+    torch.testing.assert_close(o_unrolled.float(), o_ref.float(), rtol=rtol, atol=atol)
+    torch.testing.assert_close(s_unrolled.float(), s_ref.float(), rtol=rtol, atol=atol)
+    assert torch.equal(s_unrolled[0], case.state[0])  # the null block, untouched

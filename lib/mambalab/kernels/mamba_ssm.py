@@ -65,6 +65,7 @@ from mambalab.kernels.common import (KernelFamily, guard_for, is_live_slot, pref
 from mambalab.kernels import mamba_ssm_kernels
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
+from mambalab.kernels.mamba_ssm_spec import _ssu_spec_tokens
 from mambalab.kernels.mamba_ssm_stream import _ssu_stream_kernel, _ssu_token
 from mambalab.kernels.mamba_ssm_untied import _ssu_untied_reqs_kernel, untied_reqs
 from mambalab.kernels.mamba_ssm_ref import is_tied, prepare_ssu_inputs
@@ -114,6 +115,8 @@ def _ssu_kernel(
     HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, requests): a slot's heads run together
     FAST_SOFTPLUS: tl.constexpr = False,  # softplus on the approximate exp2 / lg2 (a GPU only: FAST_SOFTPLUS)
     HPG: tl.constexpr = 0,  # heads_per_group as a constant (0: the runtime argument): HPG_CONSTEXPR
+    SPEC_TOKENS: tl.constexpr = 0,  # > 0: a request of this many tokens runs them unrolled (SPEC_UNROLL)
+    SPEC_AHEAD: tl.constexpr = 1,  # ... with token t + SPEC_AHEAD's loads issued before token t's update
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
@@ -241,6 +244,14 @@ def _ssu_kernel(
         # (``while``, not ``for t in range(seq_len)``: Triton 3.6's interpreter
         # cannot take a runtime loop bound under NumPy 2.)
         t = tl.zeros([], dtype=tl.int32)
+        if SPEC_TOKENS > 0:  # a speculative step's request: tokens unrolled, loads ahead (mamba_ssm_spec.py)
+            if seq_len == SPEC_TOKENS:
+                state = _ssu_spec_tokens(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs,
+                                         dst_idx_ptr + pid_r * s_dst_row, head_state_ptr + tile, out_ptrs, s_x_tok,
+                                         s_B_tok, s_C_tok, s_dt_tok, s_z_tok, s_dst_col, s_state_slot, s_out_tok, A,
+                                         dt_bias, D, mask_m, mask_n, mask_mn, null_block_id, SPEC_TOKENS, SPEC_AHEAD,
+                                         TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z, FAST_SOFTPLUS, GUARD)
+                t += SPEC_TOKENS
         while t < seq_len:
             if EARLY_DST:  # the store's slot loaded with the token's inputs, masked to the index row
                 dst_early = tl.load(dst_idx_ptr + pid_r * s_dst_row + t * s_dst_col, mask=t < dst_cols, other=0)
@@ -350,6 +361,11 @@ PREFETCH_STATE_UNTIED: dict[int, tuple[int, int, int]] = {2: (2, 1, 8 * 128)}
 SSU_STREAM: dict[tuple[int, bool], tuple[int, int, int, int, int, bool, int]] = {
     (2, True): (8, 4, 3, 32 * 128, 1 << 30, False, 1)}
 SSU_STREAM_MAX_TOKENS = 2  # most unrolled tokens (the index row's width)
+# Several tokens, the index row 2-4 wide: _ssu_kernel runs a request of that many tokens unrolled, the loads
+# ahead (mamba_ssm_spec.py), by state element size: (fewest, most request x heads, tokens loaded ahead). H200 beside
+# vLLM (calls 113-115, issue14-call11{3,4,5}-*.txt), every load first: bf16 batch 1-4 T = 2-4 1.15-1.42 -> 1.29-1.51x,
+# fp32 batch 1-2 +0-14%; from batch 8 even to 5% slower (bf16 64 / 256 T = 3 1.08 -> 0.95x: ~210 registers, not 148).
+SPEC_UNROLL: dict[int, tuple[int, int, int]] = {2: (1, 4 * 128, 3), 4: (1, 2 * 128, 3)}
 
 _override: LaunchConfig | None = None
 
@@ -536,6 +552,10 @@ def selective_state_update(
         launch_opts["PREFETCH"] = hint[0]
     if rh <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True
+    spec = SPEC_UNROLL.get(p.state.element_size())
+    if (spec and not one_token and kernel is _ssu_kernel and has_idx and 2 <= p.dst.shape[1] <= 4
+            and spec[0] <= rh <= spec[1]):
+        launch_opts.update(SPEC_TOKENS=p.dst.shape[1], SPEC_AHEAD=min(spec[2], p.dst.shape[1] - 1))
     if cfg.block_h == 1:  # the GPU's one-head kernels: mamba_ssm_kernels.py, FAST_SOFTPLUS and HPG_CONSTEXPR
         launch_opts.update(mamba_ssm_kernels.one_head_options(p, tied, one_token, dt_softplus))
 
