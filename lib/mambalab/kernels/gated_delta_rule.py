@@ -237,23 +237,23 @@ def _cuda_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-# Several tokens a request (speculative decoding): rows of the state per program, by element size, one piece (no split).
-# H200 against vLLM 0.33 (scripts/tune_launch.py --wide, T = 2 and 4, batch 8 / 64 / 256; benchmarks.md): bf16 16 rows
-# 57-79% of copy (32 in halves: 48-70%, vLLM 56-74%); fp32 4 rows 71-90% (8: 63-91%, vLLM 56-88%); call 57 (an H100,
-# issue14-call57-spec-warps.txt): bf16 T = 3 / 4 at 8-256, 8 rows or 2-4 warps 1-28% slower.
+# Several tokens a request (speculative decoding): rows of the state per program, by element size, one piece (no
+# split). H200 against vLLM 0.33 (scripts/tune_launch.py --wide, T = 2 and 4, batch 8 / 64 / 256; benchmarks.md): bf16
+# 16 rows 57-79% of copy (32 in halves: 48-70%, vLLM 56-74%); fp32 4 rows 71-90% (8: 63-91%, vLLM 56-88%); call 57 (an
+# H100, issue14-call57-spec-warps.txt): bf16 T = 3 / 4 at 8-256, 8 rows or 2-4 warps 1-28% slower.
 MULTI_TOKEN_BV = {4: 4, 2: 16}
 # One token a sequence, one slot a sequence, in place, without sigmoid gating: the streaming kernel
 # (gated_delta_rule_kernels._gdn_stream_kernel), by state element size: (rows a block, blocks a program, num_stages,
-# fewest sequences, most sequences). Chosen on an H200 beside vLLM 0.33 (docs/benchmarks.md, issue 14, calls 12-13: one
-# token, batch 1..512, 6 shapes for bf16, 4 for fp32): bf16 8 rows x 4 blocks, 4 stages: 72 -> 80% of copy at batch 64,
+# fewest sequences, most sequences). H200 beside vLLM 0.33 (docs/benchmarks.md, issue 14, calls 12-13: one token, batch
+# 1..512, 6 shapes for bf16, 4 for fp32): bf16 8 rows x 4 blocks, 4 stages: 72 -> 80% of copy at batch 64,
 # 86 -> 92% at 512, 1.19x faster at 16, but 7% slower at 8 (and slower below), so from 16; fp32 4 x 2, 2 stages:
-# 1.03-1.10x faster at batch 8-16, even at 32, 0.3-1.3% slower from 57, so 8 to 32.
-STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (8, 4, 4, 16, 1 << 30), 4: (4, 2, 2, 8, 32)}
+# 1.03-1.10x faster at batch 8-16, even at 32, 0.3-1.3% slower from 57, so 8 to 32. bf16 since calls 114-115: the same
+# 32 rows in 2 blocks of 16, 2 stages: 16 / 32 / 64 +3 / +8 / +1.3%, 128-512 even, 24 -1.2% (issue14-call115-*.txt).
+STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (16, 2, 2, 16, 1 << 30), 4: (4, 2, 2, 8, 32)}
 STREAM_MAXNREG: dict[int, int] = {}  # register cap by element size, an A/B switch: bf16 72 / 64 slower (call 111)
-# Several tokens a sequence (speculative decoding: 2-D indices, in place, no sigmoid gating): the streaming
-# kernel for speculation (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a
-# block, blocks a program, num_stages, fewest sequences, most sequences, warps); only for index rows of at
-# most SPEC_STREAM_MAX_TOKENS columns (the unrolled tokens). Chosen on an H200 beside vLLM 0.33, A/B
+# Several tokens a sequence (2-D indices, in place, no sigmoid gating): the streaming kernel for speculation
+# (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
+# most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
 # interleaved (docs/results/issue14-call22-ab-stream.txt, call23-ab-stream2.txt; vLLM's time over ours):
 #   bf16 T = 2, 8 x 4 rows, 3 stages: batch 64 1.09 -> 1.13x, 128 1.07 -> 1.14x, 256 1.07 -> 1.15x; 32 even,
 #   16 1.13 -> 1.10x, 8 1.14 -> 0.87x (the early state load wins there), so from 64;
