@@ -196,10 +196,10 @@ def test_the_unrolled_speculative_step_changes_no_byte(launches, monkeypatch, dt
     kw = dict(state_batch_indices=idx.to(DEVICE), cu_seqlens=cu.to(DEVICE),
               num_accepted_tokens=torch.randint(1, T + 1, (rows,), generator=gen(80 + T), dtype=torch.int32).to(DEVICE))
     monkeypatch.setattr(ssu, "SSU_STREAM", {})  # _ssu_kernel at every width (the streaming kernel takes T = 2)
-    monkeypatch.setattr(ssu, "SPEC_UNROLL", {4: (1, 1 << 30, ahead), 2: (1, 1 << 30, ahead)})
+    monkeypatch.setattr(mamba_ssm_kernels, "SPEC_UNROLL", {4: (1, 1 << 30, ahead), 2: (1, 1 << 30, ahead)})
     s_unrolled, o_unrolled = _step(case, kw)
     assert launches[-1]["SPEC_TOKENS"] == T and launches[-1]["SPEC_AHEAD"] == ahead
-    monkeypatch.setattr(ssu, "SPEC_UNROLL", {})
+    monkeypatch.setattr(mamba_ssm_kernels, "SPEC_UNROLL", {})
     s_loop, o_loop = _step(case, kw)
     assert "SPEC_TOKENS" not in launches[-1]
     assert torch.equal(o_unrolled, o_loop) and torch.equal(s_unrolled, s_loop)
@@ -210,3 +210,24 @@ def test_the_unrolled_speculative_step_changes_no_byte(launches, monkeypatch, dt
     torch.testing.assert_close(o_unrolled.float(), o_ref.float(), rtol=rtol, atol=atol)
     torch.testing.assert_close(s_unrolled.float(), s_ref.float(), rtol=rtol, atol=atol)
     assert torch.equal(s_unrolled[0], case.state[0])  # the null block, untouched
+
+
+def test_the_one_head_kernels_rule_unroll_and_cap():
+    """``ssu_kernel_options``: the unrolled speculative step by state size and request x heads (interpreter too),
+    else the register cap on a GPU only, by state size and tokens; fp32 never capped."""
+    from types import SimpleNamespace
+
+    def p(dtype, requests, width):
+        idx = torch.zeros(requests, width, dtype=torch.int32) if width else None
+        return SimpleNamespace(state=torch.empty(1, dtype=dtype), src=idx, dst=idx, num_requests=requests, nheads=128)
+
+    opts = mamba_ssm_kernels.ssu_kernel_options
+    bf16, fp32 = torch.bfloat16, torch.float32
+    assert opts(p(bf16, 4, 4), False, True) == {"SPEC_TOKENS": 4, "SPEC_AHEAD": 3}  # batch 4: unrolled, no cap
+    assert opts(p(bf16, 4, 2), False, False) == {"SPEC_TOKENS": 2, "SPEC_AHEAD": 1}
+    assert opts(p(bf16, 8, 4), False, True) == {"maxnreg": mamba_ssm_kernels.MAXNREG[(2, True)]}  # the loop, capped
+    assert opts(p(bf16, 8, 4), False, False) == {}  # ... on a GPU only
+    assert opts(p(bf16, 8, 5), False, True) == {"maxnreg": mamba_ssm_kernels.MAXNREG[(2, True)]}  # too wide to unroll
+    assert opts(p(bf16, 64, 1), True, True) == {}  # one token: no cap
+    assert opts(p(fp32, 2, 3), False, True) == {"SPEC_TOKENS": 3, "SPEC_AHEAD": 2}
+    assert opts(p(fp32, 4, 3), False, True) == {} and opts(p(fp32, 64, 1), True, True) == {}

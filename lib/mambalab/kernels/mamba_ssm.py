@@ -115,7 +115,7 @@ def _ssu_kernel(
     HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, requests): a slot's heads run together
     FAST_SOFTPLUS: tl.constexpr = False,  # softplus on the approximate exp2 / lg2 (a GPU only: FAST_SOFTPLUS)
     HPG: tl.constexpr = 0,  # heads_per_group as a constant (0: the runtime argument): HPG_CONSTEXPR
-    SPEC_TOKENS: tl.constexpr = 0,  # > 0: a request of this many tokens runs them unrolled (SPEC_UNROLL)
+    SPEC_TOKENS: tl.constexpr = 0,  # > 0: a request of this many tokens runs them unrolled (ssu_kernel_options)
     SPEC_AHEAD: tl.constexpr = 1,  # ... with token t + SPEC_AHEAD's loads issued before token t's update
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
@@ -361,11 +361,6 @@ PREFETCH_STATE_UNTIED: dict[int, tuple[int, int, int]] = {2: (2, 1, 8 * 128)}
 SSU_STREAM: dict[tuple[int, bool], tuple[int, int, int, int, int, bool, int]] = {
     (2, True): (8, 4, 3, 32 * 128, 1 << 30, False, 1)}
 SSU_STREAM_MAX_TOKENS = 2  # most unrolled tokens (the index row's width)
-# Several tokens, the index row 2-4 wide: _ssu_kernel runs a request of that many tokens unrolled, the loads
-# ahead (mamba_ssm_spec.py), by state element size: (fewest, most request x heads, tokens loaded ahead). H200 beside
-# vLLM (calls 113-115, issue14-call11{3,4,5}-*.txt), every load first: bf16 batch 1-4 T = 2-4 1.15-1.42 -> 1.29-1.51x,
-# fp32 batch 1-2 +0-14%; from batch 8 even to 5% slower (bf16 64 / 256 T = 3 1.08 -> 0.95x: ~210 registers, not 148).
-SPEC_UNROLL: dict[int, tuple[int, int, int]] = {2: (1, 4 * 128, 3), 4: (1, 2 * 128, 3)}
 
 _override: LaunchConfig | None = None
 
@@ -552,10 +547,8 @@ def selective_state_update(
         launch_opts["PREFETCH"] = hint[0]
     if rh <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True
-    spec = SPEC_UNROLL.get(p.state.element_size())
-    if (spec and not one_token and kernel is _ssu_kernel and has_idx and 2 <= p.dst.shape[1] <= 4
-            and spec[0] <= rh <= spec[1]):
-        launch_opts.update(SPEC_TOKENS=p.dst.shape[1], SPEC_AHEAD=min(spec[2], p.dst.shape[1] - 1))
+    if kernel is _ssu_kernel and _override is None:  # the unrolled speculative step, the register cap
+        launch_opts.update(mamba_ssm_kernels.ssu_kernel_options(p, one_token, _streams_on(p.state.device)))
     if cfg.block_h == 1:  # the GPU's one-head kernels: mamba_ssm_kernels.py, FAST_SOFTPLUS and HPG_CONSTEXPR
         launch_opts.update(mamba_ssm_kernels.one_head_options(p, tied, one_token, dt_softplus))
 

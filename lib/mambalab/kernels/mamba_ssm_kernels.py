@@ -69,6 +69,35 @@ FAST_SOFTPLUS_TIED_ONE_TOKEN = False
 HPG_CONSTEXPR = True
 
 
+# Several tokens, the index row 2-4 wide: _ssu_kernel runs a request of that many tokens unrolled, the loads
+# ahead (mamba_ssm_spec.py), by state element size: (fewest, most request x heads, tokens loaded ahead). H200 beside
+# vLLM (calls 113-115, issue14-call11{3,4,5}-*.txt), every load first: bf16 batch 1-4 T = 2-4 1.15-1.42 -> 1.29-1.51x,
+# fp32 batch 1-2 +0-14%; from batch 8 even to 5% slower (bf16 64 / 256 T = 3 1.08 -> 0.95x: ~210 registers, not 148).
+SPEC_UNROLL: dict[int, tuple[int, int, int]] = {2: (1, 4 * 128, 3), 4: (1, 2 * 128, 3)}
+# Register caps of _ssu_kernel on a GPU (ptxas ``maxnreg``), by (state element size, several tokens a request), where
+# the unrolled step does not run: ptxas spreads into what it is given (no spill at any cap down to 80 in the local
+# compile, scripts/kernel_resources.py), and fewer registers a thread fit more one-warp programs on an SM. H200 beside
+# vLLM (calls 117-119, issue14-call11{7,8,9}-*.txt): bf16 token loop 148 -> 128 (13 -> 16 programs an SM), T = 2-4 at
+# batch 8-256 1.08-1.11 -> 1.10-1.18x (136 alike, 120 and below slower). Not taken: one token bf16 128 -> 112 (batch
+# 4-16 +1-2%, 32-512 even, with z at 8 1% slower; 96 and below slower); fp32 (159 one token, 95 several) at any cap.
+MAXNREG: dict[tuple[int, bool], int] = {(2, True): 128}
+
+
+def ssu_kernel_options(p, one_token: bool, on_gpu: bool) -> dict:
+    """``_ssu_kernel``'s options for the launch of ``p`` (``mamba_ssm_ref.prepare_ssu_inputs``' result): a speculative
+    step's tokens unrolled where :data:`SPEC_UNROLL` takes it (interpreter too), else the :data:`MAXNREG` cap on a
+    GPU."""
+    opts = {}
+    rule = SPEC_UNROLL.get(p.state.element_size())
+    width = p.dst.shape[1] if p.src is not None else 0
+    if rule and not one_token and 2 <= width <= 4 and rule[0] <= p.num_requests * p.nheads <= rule[1]:
+        opts.update(SPEC_TOKENS=width, SPEC_AHEAD=min(rule[2], width - 1))
+    cap = MAXNREG.get((2 if p.state.element_size() == 2 else 4, not one_token))
+    if cap and on_gpu and not opts:
+        opts["maxnreg"] = cap
+    return opts
+
+
 def fast_softplus_on(device) -> bool:
     """Whether a launch on ``device`` takes the fast softplus: :data:`FAST_SOFTPLUS`, on a GPU."""
     return FAST_SOFTPLUS and device.type == "cuda"
