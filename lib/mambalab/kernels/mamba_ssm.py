@@ -358,8 +358,9 @@ PREFETCH_STATE_UNTIED: dict[int, tuple[int, int, int]] = {2: (2, 1, 8 * 128)}
 #   256 1.07 -> 1.11x; 16 even, 8 and 1 slower; so from 32 x 128 request-heads;
 #   bf16 T = 3 / 4, fp32 T = 2-4: slower or even in every shape (1-4 warps), so not; one token a request (7 shapes,
 #   fp32 and bf16, PDL on and off, batch 2-64): slower everywhere (0.74-1.02x against 1.00-1.45x), so not.
-SSU_STREAM: dict[tuple[int, bool], tuple[int, int, int, int, int, bool, int]] = {
-    (2, True): (8, 4, 3, 32 * 128, 1 << 30, False, 1)}
+# Empty since call 121 (issue14-call121-spec-tiles.txt): the token loop at 128 registers (MAXNREG) beats it at T = 2
+# too, batch 32 / 64 / 128 / 256 1.089 / 1.102 / 1.130 / 1.145 -> 1.133 / 1.137 / 1.150 / 1.153x. An A/B switch.
+SSU_STREAM: dict[tuple[int, bool], tuple[int, int, int, int, int, bool, int]] = {}
 SSU_STREAM_MAX_TOKENS = 2  # most unrolled tokens (the index row's width)
 
 _override: LaunchConfig | None = None

@@ -1,7 +1,8 @@
 """Mamba2's decode step, streamed: ``_ssu_stream_kernel``, and the token step every SSU kernel shares.
 
 :func:`~mambalab.kernels.mamba_ssm.selective_state_update` picks the streaming kernel on a GPU where the rule
-``mamba_ssm.SSU_STREAM`` says so (``A``/``dt`` per head, indexed state). It mirrors the same upstream kernel
+``mamba_ssm.SSU_STREAM`` says so (``A``/``dt`` per head, indexed state; an A/B switch, empty since issue 14's call
+121: the capped token loop of ``_ssu_kernel`` beats it). It mirrors the same upstream kernel
 as ``_ssu_kernel`` (vLLM 0.33's ``vllm/model_executor/layers/mamba/ops/mamba_ssm.py``,
 ``_selective_scan_update_kernel``) and gives the same results; what differs is how a program walks its state.
 
