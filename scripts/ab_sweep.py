@@ -32,6 +32,22 @@ def parts(default: str) -> list[str]:
     return os.environ.get("PARTS", default).split(",")
 
 
+def register_cap(kernels) -> list[int]:
+    """From here on every launch of one of ``kernels`` through the sanitizer gets ptxas' ``maxnreg`` of the returned
+    list's one value while it is set (0: none); a variant sets ``cap[0]``."""
+    from mambalab.lab import sanitizer
+
+    launch, cap = sanitizer.launch, [0]
+
+    def capped(kernel, grid, *args, **kwargs):
+        if cap[0] and kernel in kernels:
+            kwargs["maxnreg"] = cap[0]
+        return launch(kernel, grid, *args, **kwargs)
+
+    sanitizer.launch = capped
+    return cap
+
+
 def timed(case, impl: str) -> float:
     """µs a launch of ``impl`` ("mambalab" with every fix on, or "vllm") on ``case``, the bench's timing."""
     calls = bench._timed_calls(case, impl, BUDGET, FIX if impl == "mambalab" else None)

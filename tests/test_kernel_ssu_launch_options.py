@@ -68,6 +68,16 @@ def _step(case, kw):
     return state, out
 
 
+def _against_reference(case, kw, out, state, family: str) -> None:
+    """``out`` and ``state`` (a step's results) against the reference's on the same inputs, ``family``'s tolerance."""
+    s_ref = same_layout_copy(case.state)
+    o_ref = poison_(torch.empty_like(out))
+    selective_state_update_ref(s_ref, out=o_ref, **case.kwargs, **kw)
+    rtol, atol = tolerance(family, out.dtype)
+    torch.testing.assert_close(out.float(), o_ref.float(), rtol=rtol, atol=atol)
+    torch.testing.assert_close(state.float(), s_ref.float(), rtol=rtol, atol=atol)
+
+
 def _case(seed: int, tokens: int, tied: bool, dtypes=(torch.float32, torch.float32)):
     """8 requests of ``tokens`` tokens (several: speculative, 2-D indices, accepted counts 1..T), ``dt_softplus``."""
     rows = 8
@@ -157,12 +167,7 @@ def test_the_group_ratio_as_a_constant_changes_no_byte(launches, monkeypatch, ng
     s_runtime, o_runtime = _step(case, kw)
     assert "HPG" not in launches[-1]
     assert torch.equal(o_const, o_runtime) and torch.equal(s_const, s_runtime)
-    s_ref = same_layout_copy(case.state)
-    o_ref = poison_(torch.empty_like(o_const))
-    selective_state_update_ref(s_ref, out=o_ref, **case.kwargs, **kw)
-    rtol, atol = tolerance("ssu", o_const.dtype)
-    torch.testing.assert_close(o_const, o_ref, rtol=rtol, atol=atol)
-    torch.testing.assert_close(s_const, s_ref, rtol=rtol, atol=atol)
+    _against_reference(case, kw, o_const, s_const, "ssu")
 
 
 def test_the_interpreters_several_heads_kernels_take_neither_option(monkeypatch):
@@ -203,12 +208,7 @@ def test_the_unrolled_speculative_step_changes_no_byte(launches, monkeypatch, dt
     s_loop, o_loop = _step(case, kw)
     assert "SPEC_TOKENS" not in launches[-1]
     assert torch.equal(o_unrolled, o_loop) and torch.equal(s_unrolled, s_loop)
-    s_ref = same_layout_copy(case.state)
-    o_ref = poison_(torch.empty_like(o_loop))
-    selective_state_update_ref(s_ref, out=o_ref, **case.kwargs, **kw)
-    rtol, atol = tolerance("ssu_spec", o_loop.dtype)
-    torch.testing.assert_close(o_unrolled.float(), o_ref.float(), rtol=rtol, atol=atol)
-    torch.testing.assert_close(s_unrolled.float(), s_ref.float(), rtol=rtol, atol=atol)
+    _against_reference(case, kw, o_unrolled, s_unrolled, "ssu_spec")
     assert torch.equal(s_unrolled[0], case.state[0])  # the null block, untouched
 
 

@@ -12,7 +12,7 @@ import sys
 sys.path[:0] = ["lib", "scripts"]
 import torch  # noqa: E402
 
-from ab_sweep import ALL, Sweep  # noqa: E402
+from ab_sweep import ALL, Sweep, register_cap  # noqa: E402
 from mambalab.gpu import bench  # noqa: E402
 from mambalab.gpu.bench_cases import SSUCase  # noqa: E402
 from mambalab.kernels import mamba_ssm as ms  # noqa: E402
@@ -22,16 +22,8 @@ D = bench.DTYPES
 mk.MAXNREG = {}  # as run: before the register caps of calls 117-119
 print("device", torch.cuda.get_device_name(), flush=True)
 SWEEP = Sweep("ab-spec-cap")
-RULE, LAUNCH, CAP = dict(mk.SPEC_UNROLL), ms.sanitizer.launch, [0]
+RULE, CAP = dict(mk.SPEC_UNROLL), register_cap((ms._ssu_kernel,))
 
-
-def capped(kernel, grid, *args, **kwargs):
-    if CAP[0] and kernel is ms._ssu_kernel:
-        kwargs["maxnreg"] = CAP[0]
-    return LAUNCH(kernel, grid, *args, **kwargs)
-
-
-ms.sanitizer.launch = capped
 
 
 def setv(v):

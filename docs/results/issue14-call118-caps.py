@@ -14,7 +14,7 @@ import sys
 sys.path[:0] = ["lib", "scripts"]
 import torch  # noqa: E402
 
-from ab_sweep import Sweep, parts  # noqa: E402
+from ab_sweep import Sweep, parts, register_cap  # noqa: E402
 from mambalab.gpu import bench  # noqa: E402
 from mambalab.gpu.bench_cases import GDNCase, SSUCase  # noqa: E402
 from mambalab.kernels import gated_delta_rule as gdn  # noqa: E402
@@ -25,17 +25,8 @@ D = bench.DTYPES
 mk.MAXNREG = {}  # as run: before the register caps of calls 117-119
 print("device", torch.cuda.get_device_name(), flush=True)
 SWEEP = Sweep("ab-caps")
-LAUNCH, CAP = ms.sanitizer.launch, [0]
-CAPPED = (ms._ssu_kernel, gdn._gdn_decode_kernel)
+CAP = register_cap((ms._ssu_kernel, gdn._gdn_decode_kernel))
 
-
-def capped(kernel, grid, *args, **kwargs):
-    if CAP[0] and kernel in CAPPED:
-        kwargs["maxnreg"] = CAP[0]
-    return LAUNCH(kernel, grid, *args, **kwargs)
-
-
-ms.sanitizer.launch = capped
 
 
 def setv(v):

@@ -10,7 +10,7 @@ import sys
 sys.path[:0] = ["lib", "scripts"]
 import torch  # noqa: E402
 
-from ab_sweep import Sweep, parts  # noqa: E402
+from ab_sweep import Sweep, parts, register_cap  # noqa: E402
 from mambalab.gpu import bench  # noqa: E402
 from mambalab.gpu.bench_cases import GDNCase, SSUCase  # noqa: E402
 from mambalab.kernels import gated_delta_rule as gdn  # noqa: E402
@@ -19,17 +19,8 @@ from mambalab.kernels import mamba_ssm as ms  # noqa: E402
 D = bench.DTYPES
 print("device", torch.cuda.get_device_name(), flush=True)
 SWEEP = Sweep("ab-caps-more")
-LAUNCH, CAP = ms.sanitizer.launch, [0]
-CAPPED = (ms._ssu_stream_kernel, ms._ssu_untied_reqs_kernel, gdn._gdn_spec_stream_kernel)
+CAP = register_cap((ms._ssu_stream_kernel, ms._ssu_untied_reqs_kernel, gdn._gdn_spec_stream_kernel))
 
-
-def capped(kernel, grid, *args, **kwargs):
-    if CAP[0] and kernel in CAPPED:
-        kwargs["maxnreg"] = CAP[0]
-    return LAUNCH(kernel, grid, *args, **kwargs)
-
-
-ms.sanitizer.launch = capped
 
 
 def setv(v):
