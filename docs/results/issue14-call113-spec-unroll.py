@@ -1,5 +1,5 @@
 """Issue 14, call 113: the SSU's speculative step with its tokens unrolled and the loads ahead
-(``mamba_ssm.SPEC_UNROLL``, ``mamba_ssm_spec.py``) against the token loop ("base"), beside vLLM, on the speculative
+(``mamba_ssm_kernels.SPEC_UNROLL``, ``mamba_ssm_spec.py``) against the token loop ("base"), beside vLLM, on the speculative
 rows that missed 1.1x in call 108's recording and a few that met it. "a1": token t + 1's loads before token t's
 update; "a3": every token's loads first; "a1r8": "a1" on 8-row tiles for a bf16 state (16 in the others: fewer
 registers for the loads held ahead).

@@ -1,6 +1,6 @@
 """Issue 14, call 114, two parts.
 
-``ssu``: the SSU's speculative step unrolled with the loads ahead (``mamba_ssm.SPEC_UNROLL``) at small batches,
+``ssu``: the SSU's speculative step unrolled with the loads ahead (``mamba_ssm_kernels.SPEC_UNROLL``) at small batches,
 where call 113 found it faster (batch 1, T = 4: 1.22 -> 1.52x of vLLM) while it lost from batch 8 up: "a1" token
 t + 1's loads before token t's update, "a3" every token's loads first, against the token loop ("base").
 

@@ -1,6 +1,6 @@
 """Issue 14, call 115: the rules of calls 113-114 confirmed, beside vLLM.
 
-``ssu``: the speculative step unrolled with every load first (``mamba_ssm.SPEC_UNROLL`` as committed: bf16 up to
+``ssu``: the speculative step unrolled with every load first (``mamba_ssm_kernels.SPEC_UNROLL`` as committed: bf16 up to
 4 x 128 request x heads, fp32 up to 2 x 128), "rule", against the token loop ("base"), at batch 1-8 (8: outside the
 rule, a control).
 
