@@ -70,6 +70,20 @@ REQUESTS_A_PROGRAM = os.environ.get("MAMBALAB_INTERPRETER_REQUESTS", "1").strip(
                                                                                               "false", "no")
 
 
+@triton.jit
+def program_row(AXIS: tl.constexpr, ZIGZAG: tl.constexpr = False):
+    """The request row of this program: its id on grid axis ``AXIS``, or with ``ZIGZAG`` the rows in the order ``0,
+    n-1, 1, n-2, ...`` (``n`` programs on the axis). A CUDA graph's padding rows are the batch's last: where the
+    rows' axis is the grid's slowest, in order they run as a tail after every live row, zigzagged among the first
+    live ones. (Nothing else here depends on the rows' order: each reads its own slot.) GPU launches only: the
+    interpreter's sanitizer takes a program's row to be its id on ``row_axis``."""
+    pid = tl.program_id(AXIS)
+    if ZIGZAG:
+        half = pid // 2
+        pid = tl.where(pid % 2 == 0, half, tl.num_programs(AXIS) - 1 - half)
+    return pid
+
+
 def requests_a_program(num_requests: int, guard: int, null_block_id: int, *indices, live_test=None) -> int:
     """How many requests one program of an interpreted one-token launch takes: all of them where there are a
     power of two of them (at least 2), every slot they read and write through is live under ``guard`` and no
@@ -127,5 +141,5 @@ def _capability(device_index: int) -> int:
     return 10 * major + minor
 
 
-__all__ = ["is_live_slot", "prefetch_rows_l2", "guard_for", "bound_accepted_for", "KernelFamily",
+__all__ = ["is_live_slot", "prefetch_rows_l2", "program_row", "guard_for", "bound_accepted_for", "KernelFamily",
            "REQUESTS_A_PROGRAM", "requests_a_program", "use_pdl"]

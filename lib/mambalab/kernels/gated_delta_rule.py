@@ -58,13 +58,13 @@ import triton.language as tl
 from mambalab.lab import sanitizer
 from mambalab.lab.bugs import BugConfig
 from mambalab.constants import NULL_BLOCK_ID
-from mambalab.kernels.common import KernelFamily, bound_accepted_for, guard_for, is_live_slot, requests_a_program
+from mambalab.kernels.common import (KernelFamily, bound_accepted_for, guard_for, is_live_slot, program_row,
+                                     requests_a_program, use_pdl)  # use_pdl: PDL where the SSU and the conv take it
 from mambalab.kernels.gated_delta_rule_kernels import (_gdn_heads_kernel, _gdn_rows, _gdn_slot, _gdn_stream_kernel,
                                                        _load_rows)
 from mambalab.kernels.gated_delta_rule_requests import _gdn_requests_kernel
 from mambalab.kernels.gated_delta_rule_stream import _gdn_spec_stream_kernel
 from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
-from mambalab.kernels.common import use_pdl  # PDL where the SSU and the conv take it
 
 KERNEL_NAME = "fused_recurrent_gated_delta_rule"
 
@@ -123,10 +123,11 @@ def _gdn_decode_kernel(
     TOKEN_STAGES: tl.constexpr = 0,  # > 0: the token loop pipelined (gated_delta_rule_kernels._gdn_rows)
     EARLY_INDEX: tl.constexpr = False,  # the slot's loads issued before cu_seqlens' test (INDEXED > 0)
     EARLY_DST: tl.constexpr = False,  # INDEXED == 2: a token's store slot loaded with its inputs
+    ZIGZAG: tl.constexpr = False,  # the sequences in the order 0, n-1, 1, ... (common.program_row; a GPU only)
 ):
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
-    i_n = tl.program_id(2).to(tl.int64)
+    i_n = program_row(2, ZIGZAG).to(tl.int64)
     i_h = i_hv // (HV // H)  # grouped value attention
     if USE_PDL:
         # As the SSU's early_state_load (mamba_ssm.py): the metadata and the state tile are read before
@@ -237,51 +238,49 @@ def _cuda_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-# Several tokens a request (speculative decoding): rows of the state per program, by element size, one piece (no
-# split). H200 against vLLM 0.33 (scripts/tune_launch.py --wide, T = 2 and 4, batch 8 / 64 / 256; benchmarks.md): bf16
-# 16 rows 57-79% of copy (32 in halves: 48-70%, vLLM 56-74%); fp32 4 rows 71-90% (8: 63-91%, vLLM 56-88%); call 57 (an
-# H100, issue14-call57-spec-warps.txt): bf16 T = 3 / 4 at 8-256, 8 rows or 2-4 warps 1-28% slower.
+# Several tokens a request (speculative decoding): rows of the state per program, by element size, one piece. H200
+# against vLLM 0.33 (scripts/tune_launch.py --wide, T = 2, 4, batch 8 / 64 / 256): bf16 16 rows 57-79% of copy (32 in
+# halves 48-70%, vLLM 56-74%); fp32 4 rows 71-90% (8: 63-91%, vLLM 56-88%); call 57 (H100): 8 rows or 2-4 warps slower.
 MULTI_TOKEN_BV = {4: 4, 2: 16}
-# One token a sequence, one slot a sequence, in place, without sigmoid gating: the streaming kernel
-# (gated_delta_rule_kernels._gdn_stream_kernel), by state element size: (rows a block, blocks a program, num_stages,
-# fewest sequences, most sequences). H200 beside vLLM 0.33 (docs/benchmarks.md, issue 14, calls 12-13: one token, batch
-# 1..512, 6 shapes for bf16, 4 for fp32): bf16 8 rows x 4 blocks, 4 stages: 72 -> 80% of copy at batch 64,
-# 86 -> 92% at 512, 1.19x faster at 16, but 7% slower at 8 (and slower below), so from 16; fp32 4 x 2, 2 stages:
-# 1.03-1.10x faster at batch 8-16, even at 32, 0.3-1.3% slower from 57, so 8 to 32. bf16 since calls 114-115: the same
-# 32 rows in 2 blocks of 16, 2 stages: 16 / 32 / 64 +3 / +8 / +1.3%, 128-512 even, 24 -1.2% (issue14-call115-*.txt).
+# One token a sequence, one slot, in place, no sigmoid gating: the streaming kernel (gated_delta_rule_kernels.
+# _gdn_stream_kernel), by state element size: (rows a block, blocks a program, num_stages, fewest, most sequences).
+# H200 beside vLLM 0.33 (benchmarks.md, issue 14, calls 12-13, 114-115): bf16 from 16 (slower below), 32 rows in 2
+# blocks of 16, 2 stages (8 x 4 x 4 took 72 -> 80% of copy at 64, 86 -> 92% at 512; 16 x 2 then 16 / 32 / 64 +3 / +8 /
+# +1.3%, 128-512 even, 24 -1.2%); fp32 4 x 2, 2 stages, 8 to 32 (1.03-1.10x at 8-16, even at 32, slower from 57).
 STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (16, 2, 2, 16, 1 << 30), 4: (4, 2, 2, 8, 32)}
 STREAM_MAXNREG: dict[int, int] = {}  # register cap by element size, an A/B switch: bf16 72 / 64 slower (call 111)
+# The general kernel's sequences zigzagged on a GPU (common.program_row), padded ones not a tail (call 126): fp32 57 ->
+# 64 1.084 -> 1.121x, 9 -> 16 +1-2%, unpadded even; the streaming kernel's (an A/B switch) bf16 9 -> 16 1.148 -> 1.100x.
+ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
 # Several tokens a sequence (2-D indices, in place, no sigmoid gating): the streaming kernel for speculation
 # (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
 # most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
 # interleaved (docs/results/issue14-call22-ab-stream.txt, call23-ab-stream2.txt; vLLM's time over ours):
 #   bf16 T = 2, 8 x 4 rows, 3 stages: batch 64 1.09 -> 1.13x, 128 1.07 -> 1.14x, 256 1.07 -> 1.15x; 32 even,
 #   16 1.13 -> 1.10x, 8 1.14 -> 0.87x (the early state load wins there), so from 64;
-#   bf16 T = 3 / 4: every shape slower (0.98-1.01x / 0.82x at best, against 1.07-1.09x; the unrolled tokens
-#   cost registers: 227-255 a thread, and 2 or 4 warps a program were slower still), so two columns at most;
-#   fp32: slower or even in every shape (T = 2-4, batch 8-256).
+#   bf16 T = 3 / 4: every shape slower (0.98-1.01x / 0.82x at best, against 1.07-1.09x; the unrolled tokens cost
+#   227-255 registers, 2 or 4 warps slower still), so two columns at most; fp32: slower or even (T = 2-4, 8-256).
 SPEC_STREAM: dict[int, tuple[int, int, int, int, int, int]] = {2: (8, 4, 3, 64, 1 << 30, 1)}
 SPEC_STREAM_MAX_TOKENS = 2
-# Several tokens a sequence, the general kernel (what SPEC_STREAM leaves): its token loop pipelined, the next
-# token's q/k/v/g/beta loads issued while this one is worked on (num_stages by state element size; 0: the
-# plain loop), from this many sequences. Chosen on an H200 beside vLLM 0.33, A/B interleaved
-# (docs/results/issue14-call24-ab-tokstages.txt; vLLM's time over ours): bf16, 3 stages, batch 256 T = 3 / 4
-# 1.06 / 1.07 -> 1.11 / 1.11x (2 stages: 1.09 / 1.08x); batch 64 even (1.09 -> 1.09 / 1.10x), batch 8 0.5-1%
-# slower; fp32: 0.3-5% slower from batch 8 to 64, even at 256, so not. From 128 since calls 31-32 (issue14-call31-ab-
-# rules.txt, call32, call33-ab-confirm.txt): bf16 T = 3 / 4 at 128 1.07 / 1.08 -> 1.11 / 1.11x (1.14 / 1.14x with
-# EARLY_INDEX below); at 64 still even (1.085-1.10x; with EARLY_INDEX too, call 60: 1.091-1.100x), so not lower.
+# Several tokens a sequence, the general kernel (what SPEC_STREAM leaves): its token loop pipelined, the next token's
+# q/k/v/g/beta loads issued while this one is worked on (num_stages by state element size; 0: the plain loop), from
+# this many sequences. H200 beside vLLM 0.33, A/B interleaved (docs/results/issue14-call24-ab-tokstages.txt; vLLM's
+# time over ours): bf16, 3 stages, batch 256 T = 3 / 4 1.06 / 1.07 -> 1.11 / 1.11x (2 stages: 1.09 / 1.08x); 64 even,
+# 8 0.5-1% slower; fp32: 0.3-5% slower from batch 8 to 64, even at 256. From 128 since calls 31-32 (issue14-call31-ab-
+# rules.txt, call32, call33-ab-confirm.txt): bf16 T = 3 / 4 at 128 1.07 / 1.08 -> 1.11 / 1.11x (1.14 with EARLY_INDEX
+# below); at 64 still even (1.085-1.10x; with EARLY_INDEX, call 60: 1.091-1.100x).
 SPEC_TOKEN_STAGES: dict[int, int] = {2: 3}
 SPEC_TOKEN_STAGES_MIN_N = 128
 # EARLY_DST (one slot a token, each store's slot loaded with the inputs) up to this many sequences, by element size
 # (call 64, issue14-call64-early-dst.txt: bf16 T = 3 / 4 at 1-64 +0.7-8%, 256 even; fp32 at 8 +0.5-1.3%, 64 even).
 SPEC_EARLY_DST: dict[int, int] = {2: 64, 4: 8}
-# The general kernel's slot loads issued with cu_seqlens' (EARLY_INDEX: one memory round trip fewer before the
-# state load) on a GPU, by state element size: (fewest, most sequences). H200 beside vLLM, A/B interleaved
-# (docs/results/issue14-call32-ab-prologue.txt, call33-ab-confirm.txt; vLLM's time over ours, call 33): fp32 one
-# token 57 / 57 -> 64 / 64 1.090 / 1.082 / 1.092 -> 1.094 / 1.089 / 1.095x (fp32 activations 1.108 / 1.095 / 1.106
-# -> 1.116 / 1.102 / 1.112x), 128-512 0.1-0.4% faster, speculative fp32 at 64 / 256 even or faster; bf16 T = 3 / 4
-# at 256 1.11 / 1.11 -> 1.14 / 1.14x. Not taken: bf16 below 128 (one token at batch 4 1.46 -> 1.31x, though 1.30
-# -> 1.38x at 8; speculative T = 3 / 4 at 8 0.5% slower), fp32 below 33 (the streaming kernel; 2-4 even or slower).
+# The general kernel's slot loads issued with cu_seqlens' (EARLY_INDEX: one memory round trip fewer before the state
+# load) on a GPU, by state element size: (fewest, most sequences). H200 beside vLLM, A/B interleaved (docs/results/
+# issue14-call32-ab-prologue.txt, call33-ab-confirm.txt; vLLM's time over ours, call 33): fp32 one token 57 / 57 -> 64
+# / 64 1.090 / 1.082 / 1.092 -> 1.094 / 1.089 / 1.095x (fp32 activations 1.108 / 1.095 / 1.106 -> 1.116 / 1.102 /
+# 1.112x), 128-512 0.1-0.4% faster, speculative fp32 at 64 / 256 even or faster; bf16 T = 3 / 4 at 256 1.11 -> 1.14x.
+# Not taken: bf16 below 128 (one token at batch 4 1.46 -> 1.31x, though 1.30 -> 1.38x at 8; speculative T = 3 / 4 at
+# 8 0.5% slower), fp32 below 33 (the streaming kernel; 2-4 even or slower).
 EARLY_INDEX: dict[int, tuple[int, int]] = {4: (33, 1 << 30), 2: (128, 1 << 30)}
 
 
@@ -435,12 +434,13 @@ def _launch(
     if (kernel is _gdn_decode_kernel and early_state_load and EARLY_STATE_LOAD and use_pdl(q.device)
             and N * HV <= EARLY_STATE_MAX_SEQ_HEADS):
         extra = dict(extra, USE_PDL=True, EARLY_STATE=True, launch_pdl=True)
+    zigzag = ZIGZAG_ROWS and kernel is _gdn_decode_kernel or ZIGZAG_STREAM and kernel is _gdn_stream_kernel
+    if zigzag and _streams_on(q.device):
+        extra = dict(extra, ZIGZAG=True)  # padded sequences among the first live ones, not a tail (a GPU only)
     dummy = q  # stands in for absent pointer arguments (never dereferenced)
-    gate_g = g
-    gate_b = beta if beta is not None else dummy
     sanitizer.launch(
         kernel, grid,
-        q, k, v, gate_g, gate_b, o, state_in, final_state,
+        q, k, v, g, beta if beta is not None else dummy, o, state_in, final_state,
         cu_seqlens if cu_seqlens is not None else dummy,
         idx if idx is not None else dummy,
         num_accepted_tokens if num_accepted_tokens is not None else dummy,

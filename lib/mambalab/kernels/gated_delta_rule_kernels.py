@@ -20,7 +20,7 @@ import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defin
 import triton
 import triton.language as tl
 
-from mambalab.kernels.common import is_live_slot
+from mambalab.kernels.common import is_live_slot, program_row
 
 
 @triton.jit
@@ -211,12 +211,13 @@ def _gdn_stream_kernel(
     RB: tl.constexpr,  # rows a block (BV == RB * NB rows a program)
     NB: tl.constexpr,  # blocks a program, walked by the pipelined loop
     STAGES: tl.constexpr,  # the loop's num_stages (1: no prefetch)
+    ZIGZAG: tl.constexpr = False,  # the sequences in the order 0, n-1, 1, ... (common.program_row; a GPU only)
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
     ``HAS_INITIAL_STATE``, no ``num_accepted_tokens`` and no sigmoid gating), one token a sequence."""
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
-    i_n = tl.program_id(2).to(tl.int64)
+    i_n = program_row(2, ZIGZAG).to(tl.int64)
     i_h = i_hv // (HV // H)
     if IS_VARLEN:
         bos = tl.load(cu_seqlens + i_n).to(tl.int64)

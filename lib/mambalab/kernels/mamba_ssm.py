@@ -117,12 +117,13 @@ def _ssu_kernel(
     HPG: tl.constexpr = 0,  # heads_per_group as a constant (0: the runtime argument): HPG_CONSTEXPR
     SPEC_TOKENS: tl.constexpr = 0,  # > 0: a request of this many tokens runs them unrolled (ssu_kernel_options)
     SPEC_AHEAD: tl.constexpr = 1,  # ... with token t + SPEC_AHEAD's loads issued before token t's update
+    ZIGZAG: tl.constexpr = False,  # with HEADS_FIRST, the requests in the order 0, n-1, 1, ... (common.program_row)
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
     # registers, in float32, for all the request's tokens.
     pid_m = tl.program_id(0)
-    pid_r, pid_h = _ssu_request_head(HEADS_FIRST)
+    pid_r, pid_h = _ssu_request_head(HEADS_FIRST, ZIGZAG)
     if USE_PDL:
         # Programmatic dependent launch (as vLLM's causal_conv1d does): let the next launch's programs be
         # scheduled now, then wait until every earlier launch has finished and its writes are visible.
@@ -337,6 +338,9 @@ EARLY_STATE_MAX_UNTIED = {4: 2 * 128, 2: 4 * 128}  # A/dt per element, one token
 # 1.408 -> 1.140x (H200), 1.106 -> 0.933x (H100); nor its token loop (T = 3 at 64 -2%). docs/benchmarks.md, "Heads
 # before requests".
 HEADS_FIRST_GRID = True
+# With it, on a GPU, the requests zigzagged (common.program_row): padded rows not a tail (call 126,
+# issue14-call126-zigzag.txt): fp32 9 -> 16 1.057 / 1.059 -> 1.067 / 1.081x, 257 -> 272 +1%, unpadded even.
+ZIGZAG_ROWS = True
 SPEC_EARLY_DST_MAX = 8 * 128  # several tokens: store slots loaded with the inputs up to this request x heads (call 64)
 EARLY_STATE_PDL_SMALL_FP32 = True  # with the promise, the small fp32 tiles launch with PDL too
 PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer launch without PDL (per element: call 112)
@@ -541,6 +545,8 @@ def selective_state_update(
         p.state.element_size() >= 4 or stream is not None or (one_token and not tied))
     if heads_first:
         grid, launch_opts["HEADS_FIRST"] = (grid[0], grid[2], grid[1]), True
+        if ZIGZAG_ROWS and kernel is _ssu_kernel and _streams_on(p.state.device):
+            launch_opts["ZIGZAG"] = True
     hint = (PREFETCH_STATE_MULTI_TOKEN if not one_token else PREFETCH_STATE if tied
             else PREFETCH_STATE_UNTIED).get(p.state.element_size())
     if (pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx and hint

@@ -19,14 +19,17 @@ import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defin
 import triton
 import triton.language as tl
 
-from mambalab.kernels.common import is_live_slot
+from mambalab.kernels.common import is_live_slot, program_row
 
 
 @triton.jit
-def _ssu_request_head(HEADS_FIRST: tl.constexpr):
+def _ssu_request_head(HEADS_FIRST: tl.constexpr, ZIGZAG: tl.constexpr = False):
     """A one-head program's (request, head) ids: grid ``(row blocks, requests, heads)``, or with ``HEADS_FIRST``
-    ``(row blocks, heads, requests)`` (``mamba_ssm.HEADS_FIRST_GRID``: a slot's heads run together)."""
-    return tl.program_id(2 if HEADS_FIRST else 1), tl.program_id(1 if HEADS_FIRST else 2)
+    ``(row blocks, heads, requests)`` (``mamba_ssm.HEADS_FIRST_GRID``: a slot's heads run together), there the
+    requests zigzagged with ``ZIGZAG`` (``common.program_row``)."""
+    if HEADS_FIRST:
+        return program_row(2, ZIGZAG), tl.program_id(1)
+    return tl.program_id(1), tl.program_id(2)
 
 
 @triton.jit

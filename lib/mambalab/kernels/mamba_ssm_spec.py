@@ -1,8 +1,8 @@
 """Mamba2's speculative decode step with its tokens unrolled: ``_ssu_spec_tokens``.
 
 ``mambalab.kernels.mamba_ssm._ssu_kernel`` calls it (where the rule ``mamba_ssm_kernels.SPEC_UNROLL`` takes the
-launch: small batches) for a request of exactly ``SPEC_TOKENS`` tokens: the width of the 2-D index row, which every request of a
-speculative step has (``num_speculative_tokens + 1``; vLLM 0.33's ``mamba_mixer2`` passes ``cu_seqlens`` and
+launch: small batches) for a request of exactly ``SPEC_TOKENS`` tokens: the width of the 2-D index row, which every
+request of a speculative step has (``num_speculative_tokens + 1``; vLLM 0.33's ``mamba_mixer2`` passes ``cu_seqlens`` and
 ``dst_state_batch_indices`` of that width). The maths and the stores are the token loop's, token for token, so the
 results are bit-identical; what differs is when the loads go out.
 
