@@ -10,7 +10,8 @@ In the token loop a token's loads (``x``, ``z``, ``B``, ``C``, ``dt`` and the st
 token's state store, and the compiler cannot move them above it (a store may alias a later load, for all it knows),
 so every token waits a memory round trip before its arithmetic. Here the loads of token ``t + AHEAD`` are issued
 before token ``t``'s update and store (``AHEAD`` up to ``SPEC_TOKENS - 1``: every load first), for the registers
-that holding them costs.
+that holding them costs. Each token's values need names of their own (a Triton kernel keeps no list of tensors), so
+the four tokens are written out one by one.
 """
 
 from __future__ import annotations
