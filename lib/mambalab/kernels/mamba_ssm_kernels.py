@@ -74,7 +74,7 @@ HPG_CONSTEXPR = True
 
 # Several tokens, the index row 2-4 wide: _ssu_kernel runs a request of that many tokens unrolled, the loads
 # ahead (mamba_ssm_spec.py), by state element size: (fewest, most request x heads, tokens loaded ahead). H200 beside
-# vLLM (calls 113-115, issue14-call11{3,4,5}-*.txt), every load first: bf16 batch 1-4 T = 2-4 1.15-1.42 -> 1.29-1.51x,
+# vLLM (calls 113-115, issue14-call11{3,4,5}-*.txt), every load first: bf16 batch 1-4 T = 2-4 1.15-1.42 -> 1.29-1.52x,
 # fp32 batch 1-2 +0-14%; from batch 8 even to 5% slower (bf16 64 / 256 T = 3 1.08 -> 0.95x: ~210 registers, not 148).
 SPEC_UNROLL: dict[int, tuple[int, int, int]] = {2: (1, 4 * 128, 3), 4: (1, 2 * 128, 3)}
 # Register caps of _ssu_kernel on a GPU (ptxas ``maxnreg``), by (state element size, several tokens a request), where
