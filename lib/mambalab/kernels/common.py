@@ -1,4 +1,5 @@
-"""Pieces shared by the decode-state kernels: the state-index guard.
+"""Pieces shared by the decode-state kernels: the state-index guard (below), the request rows' order on the grid
+(:func:`program_row`) and whether a launch takes programmatic dependent launch (:func:`use_pdl`).
 
 Which indices a kernel skips is the whole of bugs #35431 and #39064, and each
 upstream kernel family has its own rule (as in vLLM 0.33): the Mamba kernels
