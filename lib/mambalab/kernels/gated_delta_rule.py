@@ -248,7 +248,6 @@ MULTI_TOKEN_BV = {4: 4, 2: 16}
 # blocks of 16, 2 stages (8 x 4 x 4 took 72 -> 80% of copy at 64, 86 -> 92% at 512; 16 x 2 then 16 / 32 / 64 +3 / +8 /
 # +1.3%, 128-512 even, 24 -1.2%); fp32 4 x 2, 2 stages, 8 to 32 (1.03-1.10x at 8-16, even at 32, slower from 57).
 STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (16, 2, 2, 16, 1 << 30), 4: (4, 2, 2, 8, 32)}
-STREAM_MAXNREG: dict[int, int] = {}  # register cap by element size, an A/B switch: bf16 72 / 64 slower (call 111)
 # The general kernel's sequences zigzagged on a GPU (common.program_row), padded ones not a tail (call 126): fp32 57 ->
 # 64 1.084 -> 1.121x, 9 -> 16 +1-2%, unpadded even; the streaming kernel's (an A/B switch) bf16 9 -> 16 1.148 -> 1.100x.
 ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
@@ -411,8 +410,7 @@ def _launch(
         _streams_on(q.device) and in_place and indexed == 1 and not multi_token and A_log is None
         and block_v is None) else None
     if stream and stream[3] <= N <= stream[4] and heads == 1:
-        cap = {"maxnreg": STREAM_MAXNREG[state_in.element_size()]} if state_in.element_size() in STREAM_MAXNREG else {}
-        kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]), **cap)
+        kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
     spec = SPEC_STREAM.get(state_in.element_size()) if (
         _streams_on(q.device) and in_place and indexed == 2 and multi_token and A_log is None

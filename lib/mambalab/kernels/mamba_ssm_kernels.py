@@ -90,12 +90,12 @@ def ssu_kernel_options(p, one_token: bool, on_gpu: bool) -> dict:
     """``_ssu_kernel``'s options for the launch of ``p`` (``mamba_ssm_ref.prepare_ssu_inputs``' result): a speculative
     step's tokens unrolled where :data:`SPEC_UNROLL` takes it (interpreter too), else the :data:`MAXNREG` cap on a
     GPU."""
-    opts = {}
-    rule = SPEC_UNROLL.get(p.state.element_size())
+    opts, size = {}, p.state.element_size()
+    rule = SPEC_UNROLL.get(size)
     width = p.dst.shape[1] if p.src is not None else 0
     if rule and not one_token and 2 <= width <= 4 and rule[0] <= p.num_requests * p.nheads <= rule[1]:
         opts.update(SPEC_TOKENS=width, SPEC_AHEAD=min(rule[2], width - 1))
-    cap = MAXNREG.get((2 if p.state.element_size() == 2 else 4, not one_token))
+    cap = MAXNREG.get((size, not one_token))
     if cap and on_gpu and not opts:
         opts["maxnreg"] = cap
     return opts
