@@ -93,3 +93,39 @@ def test_stream_rule_leaves_other_launches_alone(monkeypatch):
         fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=pool, ssm_state_indices=idx,
                                          block_v=bv, bugs=FIXED)
         assert seen[-1]["kernel"] is gdn._gdn_decode_kernel, (N, T, bv)
+
+
+@pytest.mark.parametrize("dtype,state_dtype", STATE_DTYPES)
+@pytest.mark.parametrize("lens", [None, [1, 0, 2, 1, 1]], ids=["one-token", "varlen"])
+def test_stream_early_state_same_bytes(dtype, state_dtype, lens, monkeypatch):
+    """``STREAM_EARLY_STATE`` (both blocks read with the slot; before PDL's wait on a GPU) gives the same bytes
+    as the pipelined loop, padded rows and sequences of other lengths included, and only with the caller's
+    ``early_state_load`` promise."""
+    monkeypatch.setattr(gdn, "STREAM", {state_dtype.itemsize: (4, 2, 2, 1, 1 << 30)})
+    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    seen = _launched_kernels(monkeypatch)
+    gen = _gen(131)
+    H, HV, K, V = 1, 2, 16, 12
+    if lens is None:
+        N, B, T, cu = 6, 6, 1, None
+        idx = random_slot_indices(N, N + 3, num_null_rows=2, generator=gen).to(DEVICE)
+    else:
+        N, B, T = len(lens), 1, sum(lens)
+        cu = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int32, device=DEVICE)
+        idx = torch.tensor([5, 3, 0, 6, 2], dtype=torch.int64, device=DEVICE)
+    q, k, v, g, beta = make_inputs(gen, B=B, T=T, H=H, HV=HV, K=K, V=V, dtype=dtype)
+    _, pool = make_pool(gen, N + 3, HV, V, K, state_dtype)
+    runs = {}
+    on = {state_dtype.itemsize: (1, 64, True)}  # zigzag: under PDL only (a GPU)
+    for rule, promise in (({}, True), (on, False), (on, True)):
+        monkeypatch.setattr(gdn, "STREAM_EARLY_STATE", rule)
+        p = pool.clone()
+        o, _ = fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=p, cu_seqlens=cu,
+                                                ssm_state_indices=idx, use_qk_l2norm_in_kernel=True, bugs=FIXED,
+                                                early_state_load=promise)
+        assert seen[-1]["kernel"] is gdn._gdn_stream_kernel
+        runs[(bool(rule), promise)] = (o, p, seen[-1].get("EARLY_STATE", False))
+    assert [r[2] for r in runs.values()] == [False, False, True]
+    o0, p0, _ = runs[(False, True)]
+    o1, p1, _ = runs[(True, True)]
+    assert torch.equal(o0, o1) and torch.equal(p0, p1)

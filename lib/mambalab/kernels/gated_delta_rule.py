@@ -25,12 +25,10 @@ Launch design
   before touching the state. Where :data:`EARLY_INDEX` says so, the index's loads go out with ``cu_seqlens``'.
 * All strides are honoured (q/k/v/g/beta views into a packed projection, a page-padded pool, a column slice of a
   block table as indices). Everything accumulates in float32; only stores round to the state dtype.
-* On a GPU, one token a sequence (the decode step proper, :data:`STREAM`'s batches) runs the streaming kernel of
-  :mod:`mambalab.kernels.gated_delta_rule_kernels`: a program walks blocks of rows in a pipelined loop, so the next
-  block's state is in flight (in shared memory) while this one is worked on; a bf16 state needs 80 registers there
-  instead of 168 (docs/benchmarks.md, issue 14). A speculative step of two tokens a sequence (:data:`SPEC_STREAM`)
-  runs the same walk in :mod:`mambalab.kernels.gated_delta_rule_stream`; longer ones keep the general kernel, whose
-  token loop is pipelined at large batches (:data:`SPEC_TOKEN_STAGES`: the next token's loads in flight).
+* On a GPU, one token a sequence (:data:`STREAM`'s batches) runs :mod:`.gated_delta_rule_kernels`' streaming
+  kernel: blocks of rows in a pipelined loop, or, with the layer's ``early_state_load`` (:data:`STREAM_EARLY_STATE`),
+  two blocks read before PDL's wait. Two tokens a sequence (:data:`SPEC_STREAM`) run :mod:`.gated_delta_rule_stream`'s
+  walk; longer ones the general kernel, its token loop pipelined at large batches (:data:`SPEC_TOKEN_STAGES`).
 * Under the CPU interpreter (which costs programs x ops, whatever a tile's size) a program takes the largest power
   of two of value heads dividing ``HV`` and the whole ``V`` (:func:`heads_per_program`,
   :func:`mambalab.kernels.gated_delta_rule_kernels._gdn_heads_kernel`): grid ``(1, HV // heads, N)``, the same
@@ -238,19 +236,21 @@ def _cuda_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-# Several tokens a request (speculative decoding): rows of the state per program, by element size, one piece. H200
-# against vLLM 0.33 (scripts/tune_launch.py --wide, T = 2, 4, batch 8 / 64 / 256): bf16 16 rows 57-79% of copy (32 in
-# halves 48-70%, vLLM 56-74%); fp32 4 rows 71-90% (8: 63-91%, vLLM 56-88%); call 57 (H100): 8 rows or 2-4 warps slower.
+# Several tokens a request: rows of the state a program, by element size, one piece. H200 beside vLLM 0.33 (scripts/
+# tune_launch.py --wide, T = 2 / 4, batch 8-256): bf16 16 rows 57-79% of copy (vLLM 56-74%), fp32 4 71-90% (56-88%).
 MULTI_TOKEN_BV = {4: 4, 2: 16}
 # One token a sequence, one slot, in place, no sigmoid gating: the streaming kernel (gated_delta_rule_kernels.
 # _gdn_stream_kernel), by state element size: (rows a block, blocks a program, num_stages, fewest, most sequences).
-# H200 beside vLLM 0.33 (benchmarks.md, issue 14, calls 12-13, 114-115): bf16 from 16 (slower below), 32 rows in 2
-# blocks of 16, 2 stages (8 x 4 x 4 took 72 -> 80% of copy at 64, 86 -> 92% at 512; 16 x 2 then 16 / 32 / 64 +3 / +8 /
-# +1.3%, 128-512 even, 24 -1.2%); fp32 4 x 2, 2 stages, 8 to 32 (1.03-1.10x at 8-16, even at 32, slower from 57).
+# H200 beside vLLM 0.33 (benchmarks.md, issue 14, calls 12-13, 114-115): bf16 from 16, 2 blocks of 16 rows, 2 stages
+# (8 x 4 x 4: 72 -> 80% of copy at 64; 16 x 2: 16 / 32 / 64 +3 / +8 / +1.3%); fp32 4 x 2 x 2, 8 to 32.
 STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (16, 2, 2, 16, 1 << 30), 4: (4, 2, 2, 8, 32)}
 # The general kernel's sequences zigzagged on a GPU (common.program_row), padded ones not a tail (call 126): fp32 57 ->
 # 64 1.084 -> 1.121x, 9 -> 16 +1-2%, unpadded even; the streaming kernel's (an A/B switch) bf16 9 -> 16 1.148 -> 1.100x.
 ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
+# The streaming kernel's two blocks read with its slot, before PDL's wait (EARLY_STATE; the layer's early_state_load),
+# by state element size: (fewest, most sequences, zigzag under PDL). H200 beside vLLM, calls 129-131: bf16 9 -> 16 1.13
+# -> 1.35-1.41x, 16-64 +1.5-3.6%, 128-512 even; fp32 8-32 +2-4%, 9 -> 16 1.25 -> 1.36x zigzagged (1.14x not; bf16 1.30).
+STREAM_EARLY_STATE: dict[int, tuple[int, int, bool]] = {2: (1, 1 << 30, False), 4: (1, 1 << 30, True)}
 # Several tokens a sequence (2-D indices, in place, no sigmoid gating): the streaming kernel for speculation
 # (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
 # most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
@@ -326,16 +326,14 @@ def split_rows(BV: int, state_element_size: int) -> int:
 def heads_per_program(HV: int, device: torch.device) -> int:
     """Value heads a program: 1 on a GPU (the one-head kernels); on the interpreter the largest power of two
     that divides ``HV`` (all of them for a power of two), with the whole ``V`` in one block: the interpreter's
-    cost is programs x ops, whatever a tile's size (:func:`mambalab.kernels.gated_delta_rule_kernels._gdn_heads_kernel`)."""
+    cost is programs x ops, whatever a tile's size (:func:`.gated_delta_rule_kernels._gdn_heads_kernel`)."""
     return 1 if device.type == "cuda" else HV & -HV
 
 
-# The early state load (early_state_load), general kernel only (the streaming kernel keeps waiting first),
-# up to these sequences x value heads. Measured on an H200 beside vLLM (Qwen3-Next's 32 value heads,
-# docs/results/issue14-call17-ab-gdn-early.txt; vLLM's time over ours, before -> after): bf16 state batch 1
-# 1.27 -> 1.84x, 2 1.05 -> 1.20x, 4 1.04 -> 1.46x, 8 1.00 -> 1.30x; fp32 batch 1-4 1.42-1.88 -> 1.67-2.95x;
-# speculative T = 2 / 4 at batch 8 bf16 1.01 / 1.04 -> 1.17 / 1.13x; at batch 64 (fp32 one token, every T)
-# 0.3-1.5% faster; one row slower (fp32 T = 4 at batch 1, 2.78 -> 2.72x). Not measured above batch 64.
+# The early state load (early_state_load) of the general kernel (the streaming kernel's: STREAM_EARLY_STATE), up to
+# these sequences x value heads. H200 beside vLLM (32 value heads, issue14-call17-ab-gdn-early.txt): bf16 batch 1 / 2 /
+# 4 / 8 1.27 / 1.05 / 1.04 / 1.00 -> 1.84 / 1.20 / 1.46 / 1.30x; fp32 1-4 1.42-1.88 -> 1.67-2.95x; speculative T = 2 / 4
+# at 8 bf16 1.01 / 1.04 -> 1.17 / 1.13x; at 64 0.3-1.5% faster; fp32 T = 4 at 1 2.78 -> 2.72x. Not measured above 64.
 EARLY_STATE_LOAD = True
 EARLY_STATE_MAX_SEQ_HEADS = 64 * 32  # one token or several a sequence alike
 
@@ -412,6 +410,10 @@ def _launch(
     if stream and stream[3] <= N <= stream[4] and heads == 1:
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
+        lo, hi, zz = STREAM_EARLY_STATE.get(state_in.element_size(), (1, 0, False))
+        if early_state_load and lo <= N <= hi and stream[1] == 2:
+            pdl = use_pdl(q.device)
+            extra = dict(extra, EARLY_STATE=True, **(dict(USE_PDL=True, launch_pdl=True, ZIGZAG=zz) if pdl else {}))
     spec = SPEC_STREAM.get(state_in.element_size()) if (
         _streams_on(q.device) and in_place and indexed == 2 and multi_token and A_log is None
         and block_v is None and heads == 1 and num_cols <= SPEC_STREAM_MAX_TOKENS) else None

@@ -212,13 +212,23 @@ def _gdn_stream_kernel(
     NB: tl.constexpr,  # blocks a program, walked by the pipelined loop
     STAGES: tl.constexpr,  # the loop's num_stages (1: no prefetch)
     ZIGZAG: tl.constexpr = False,  # the sequences in the order 0, n-1, 1, ... (common.program_row; a GPU only)
+    USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+), only with EARLY_STATE
+    EARLY_STATE: tl.constexpr = False,  # NB == 2: the slot and both blocks read first (before the wait, with PDL)
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
-    ``HAS_INITIAL_STATE``, no ``num_accepted_tokens`` and no sigmoid gating), one token a sequence."""
+    ``HAS_INITIAL_STATE``, no ``num_accepted_tokens`` and no sigmoid gating), one token a sequence.
+
+    With ``EARLY_STATE`` the program's two blocks are loaded into registers as soon as the slot is known, not
+    through the pipelined loop; under PDL that is before waiting for the previous kernel (the caller's promise,
+    as the general kernel's ``EARLY_STATE``), and ``q``/``k``/``v``/``g``/``beta`` are read after it."""
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
     i_n = program_row(2, ZIGZAG).to(tl.int64)
     i_h = i_hv // (HV // H)
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+        if not EARLY_STATE:
+            tl.extra.cuda.gdc_wait()
     if IS_VARLEN:
         bos = tl.load(cu_seqlens + i_n).to(tl.int64)
         seq_len = tl.load(cu_seqlens + i_n + 1).to(tl.int64) - bos
@@ -235,6 +245,10 @@ def _gdn_stream_kernel(
     p_o = o + (flat0 * HV + i_hv) * V  # o is a fresh contiguous [B, T, HV, V]
     if seq_len <= 0:
         return  # an empty sequence reads and writes nothing
+    if not live or seq_len != 1:
+        if USE_PDL:
+            if EARLY_STATE:
+                tl.extra.cuda.gdc_wait()
     if not live:
         # a skipped sequence: zero outputs, no state traffic (as the general kernel)
         for blk in tl.static_range(NB):
@@ -246,6 +260,14 @@ def _gdn_stream_kernel(
                 t_skip += 1
         return
     if seq_len == 1:
+        p_h0 = h0 + slot * s_h0_n + i_hv * s_h0_h
+        if EARLY_STATE:
+            tl.static_assert(NB == 2, "EARLY_STATE loads two blocks")
+            o_va = i_v * NB * RB + tl.arange(0, RB)
+            h_a = _load_rows(h0, slot, i_hv, o_va, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
+            h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
+            if USE_PDL:
+                tl.extra.cuda.gdc_wait()
         p_tok_q = q + i_b * s_q_b + bos * s_q_t + i_h * s_q_h
         p_tok_k = k + i_b * s_k_b + bos * s_k_t + i_h * s_k_h
         b_q = tl.load(p_tok_q + o_k * s_q_k, mask=mask_k, other=0.0).to(tl.float32)
@@ -261,24 +283,16 @@ def _gdn_stream_kernel(
         b_q = b_q * scale
         kq = tl.sum(b_k * b_q, axis=0)
         p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h
-        p_h0 = h0 + slot * s_h0_n + i_hv * s_h0_h
         p_ht = ht + slot * s_ht_n + i_hv * s_ht_h
-        for blk in tl.range(0, NB, num_stages=STAGES):
-            o_v = (i_v * NB + blk) * RB + tl.arange(0, RB)
-            mask_v = o_v < V
-            mask_h = mask_v[:, None] & mask_k[None, :]
-            b_h = tl.load(p_h0 + o_v[:, None] * s_h0_v + o_k[None, :] * s_h0_k, mask=mask_h, other=0.0)
-            b_h = b_h.to(tl.float32)
-            b_v = tl.load(p_v + o_v * s_v_v, mask=mask_v, other=0.0).to(tl.float32)
-            # h' = decay h + vn k^T, so h' @ q = decay (h @ q) + vn (k . q): the two reductions read the
-            # block as loaded, independently (in _gdn_rows this form ran 1.2x slower for bf16 on an H200)
-            b_hk = tl.sum(b_h * b_k[None, :], axis=1)
-            b_hq = tl.sum(b_h * b_q[None, :], axis=1)
-            b_vn = (b_v - decay * b_hk) * b_beta
-            tl.store(p_o + o_v, (decay * b_hq + b_vn * kq).to(o.dtype.element_ty), mask=mask_v)
-            b_h = b_h * decay + b_vn[:, None] * b_k[None, :]
-            tl.store(p_ht + o_v[:, None] * s_ht_v + o_k[None, :] * s_ht_k, b_h.to(ht.dtype.element_ty),
-                     mask=mask_h)
+        if EARLY_STATE:
+            _stream_block(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
+            _stream_block(h_b, o_va + RB, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
+        else:
+            for blk in tl.range(0, NB, num_stages=STAGES):
+                o_v = (i_v * NB + blk) * RB + tl.arange(0, RB)
+                mask_h = (o_v < V)[:, None] & mask_k[None, :]
+                b_h = tl.load(p_h0 + o_v[:, None] * s_h0_v + o_k[None, :] * s_h0_k, mask=mask_h, other=0.0)
+                _stream_block(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
     else:
         # several tokens in this sequence (varlen): the general kernel's path, block by block
         for blk in tl.static_range(NB):
@@ -291,6 +305,26 @@ def _gdn_stream_kernel(
                       s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
                       s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
                       HV, K, V, BK, True, 1, HAS_BETA, USE_L2NORM, False, GUARD)
+
+
+@triton.jit
+def _stream_block(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k,
+                  V: tl.constexpr, K: tl.constexpr, BK: tl.constexpr):
+    """One token on the rows ``o_v`` of a state (``b_h`` as loaded, any float dtype): the output rows and
+    the updated rows stored. ``q`` is normalised and scaled, ``kq = k . q``."""
+    o_k = tl.arange(0, BK)
+    mask_v = o_v < V
+    mask_h = mask_v[:, None] & (o_k < K)[None, :]
+    b_h = b_h.to(tl.float32)
+    b_v = tl.load(p_v + o_v * s_v_v, mask=mask_v, other=0.0).to(tl.float32)
+    # h' = decay h + vn k^T, so h' @ q = decay (h @ q) + vn (k . q): the two reductions read the
+    # block as loaded, independently (in _gdn_rows this form ran 1.2x slower for bf16 on an H200)
+    b_hk = tl.sum(b_h * b_k[None, :], axis=1)
+    b_hq = tl.sum(b_h * b_q[None, :], axis=1)
+    b_vn = (b_v - decay * b_hk) * b_beta
+    tl.store(p_o + o_v, (decay * b_hq + b_vn * kq).to(p_o.dtype.element_ty), mask=mask_v)
+    b_h = b_h * decay + b_vn[:, None] * b_k[None, :]
+    tl.store(p_ht + o_v[:, None] * s_ht_v + o_k[None, :] * s_ht_k, b_h.to(p_ht.dtype.element_ty), mask=mask_h)
 
 
 @triton.jit
