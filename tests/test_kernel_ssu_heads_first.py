@@ -1,8 +1,8 @@
 """The SSU's heads-first grid (``mamba_ssm.HEADS_FIRST_GRID``: grid ``(row blocks, heads, requests)``, so the
 programs running together walk one slot's heads) against the requests-first grid: the same bytes in every kernel
-that takes it (the one-request kernel one token and speculative, several requests a program, the streaming
-kernel), the reference, untouched slots; the rule (fp32 state always, bf16 the streaming kernel and ``A``/``dt`` per
-element); and an illegal access still names its request row. On the CPU the interpreter runs the
+that takes it (the one-request kernel one token and speculative, several requests a program), the reference,
+untouched slots; the rule (fp32 state always, bf16 with ``A``/``dt`` per element); and an illegal access still names
+its request row. On the CPU the interpreter runs the
 kernels with the launch forced the way a GPU takes it (one head a program)."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from mambalab.device import DEVICE
 from mambalab.kernels import mamba_ssm as ssu
 from mambalab.kernels import mamba_ssm_untied as untied
 from mambalab.kernels.mamba_ssm import KERNEL_NAME, LaunchConfig, selective_state_update
-from mambalab.kernels.mamba_ssm_stream import _ssu_stream_kernel
 from mambalab.kernels.mamba_ssm_untied import _ssu_untied_reqs_kernel
 from mambalab.kernels.testing import assert_untouched, random_slot_indices, spy_launches
 from mambalab.lab import sanitizer
@@ -38,7 +37,6 @@ FORMS = {
     "one-token-untied": (dict(tied=False, has_z=False), 1, None, ssu._ssu_kernel, True),
     "untied-reqs": (dict(tied=False, has_z=False), 1, None, _ssu_untied_reqs_kernel, True),
     "spec": (dict(tied=True, tokens=3 * ROWS), 3, [2, 1, 3, 3, 1], ssu._ssu_kernel, False),
-    "spec-stream": (dict(tied=True, tokens=2 * ROWS), 2, [2, 1, 2, 1, 1], _ssu_stream_kernel, True),
 }
 
 
@@ -61,9 +59,7 @@ def test_heads_first_gives_the_same_bytes(monkeypatch, dtypes, form):
                      **FORMS[form][0])
     kw, written = _kwargs(form, case, seed + 1)
     _one_head(monkeypatch)
-    monkeypatch.setattr(ssu, "_streams_on", lambda device: True)  # the GPU's rules (streams, several requests)
-    monkeypatch.setattr(ssu, "SSU_STREAM", {(s, True): (4, 2, 1, 1, 1 << 30, False, 1) for s in (2, 4)}
-                        if form == "spec-stream" else {})
+    monkeypatch.setattr(ssu, "_streams_on", lambda device: True)  # the GPU's rules (several requests a program)
     monkeypatch.setattr(untied, "UNTIED_REQS", {s: [(ROWS, 1, 1 << 30, 0)] for s in (2, 4)}
                         if form == "untied-reqs" else {})
     seen = spy_launches(monkeypatch, ssu)
@@ -86,21 +82,20 @@ def test_heads_first_gives_the_same_bytes(monkeypatch, dtypes, form):
     _assert_matches_reference(case, kw, "spec" if "spec" in form else form, s1, o1)
 
 
-@pytest.mark.parametrize("state,z,tokens,stream,taken,tied", [
+@pytest.mark.parametrize("state,z,tokens,gpu,taken,tied", [
     (torch.float32, False, 1, False, True, True), (torch.float32, True, 1, False, True, True),
     (torch.float32, False, 3, False, True, True), (torch.float32, False, 1, False, True, False),
     (torch.bfloat16, False, 1, False, False, True), (torch.bfloat16, True, 1, False, False, True),
-    (torch.bfloat16, False, 3, False, False, True), (torch.bfloat16, False, 2, True, True, True),
+    (torch.bfloat16, False, 3, False, False, True), (torch.bfloat16, False, 2, True, False, True),
     (torch.bfloat16, False, 1, False, True, False), (torch.bfloat16, False, 3, False, False, False),
 ])
-def test_the_rule(monkeypatch, state, z, tokens, stream, taken, tied):
-    """Calls 70-79 (H200 and H100, beside vLLM): fp32 everywhere; bf16 the streaming kernel and A/dt per element
-    (with A/dt per head its one-token kernel lost padded batches, its token loop T = 3)."""
+def test_the_rule(monkeypatch, state, z, tokens, gpu, taken, tied):
+    """Calls 70-79 (H200 and H100, beside vLLM): fp32 everywhere; bf16 with A/dt per element (with A/dt per head its
+    one-token kernel lost padded batches, its token loop T = 3; the GPU's rules change none of it)."""
     seen: list[dict] = []  # the launch is only looked at: a bf16 pool on the CPU is never run
     monkeypatch.setattr(ssu.sanitizer, "launch", lambda kernel, grid, *a, **k: seen.append(dict(k, kernel=kernel)))
     _one_head(monkeypatch)
-    monkeypatch.setattr(ssu, "_streams_on", lambda device: stream)
-    monkeypatch.setattr(ssu, "SSU_STREAM", {(2, True): (4, 2, 1, 1, 1 << 30, False, 1)} if stream else {})
+    monkeypatch.setattr(ssu, "_streams_on", lambda device: gpu)
     case = make_case(9, rows=2, tokens=2 * tokens, nheads=HEADS, dim=8, dstate=16, slots=8, ngroups=2, tied=tied,
                      has_z=z)
     kw = dict(state_batch_indices=random_slot_indices(2, 8, columns=tokens if tokens > 1 else None,
@@ -110,7 +105,7 @@ def test_the_rule(monkeypatch, state, z, tokens, stream, taken, tied):
         kw["cu_seqlens"] = torch.arange(0, 2 * tokens + 1, tokens, dtype=torch.int32, device=DEVICE)
     selective_state_update(case.state.to(state), **case.kwargs, **kw)
     assert seen[0].get("HEADS_FIRST", False) is taken
-    assert (seen[0]["kernel"] is _ssu_stream_kernel) is stream
+    assert seen[0]["kernel"] is ssu._ssu_kernel
     assert ssu.HEADS_FIRST_GRID is True  # the shipped rule
 
 

@@ -55,7 +55,7 @@ def _spy(monkeypatch) -> list[dict]:
 
 @pytest.fixture
 def launches(monkeypatch):
-    """The GPU's launch rules on any device (one head a program, the streaming rule open); the launches' keywords."""
+    """The GPU's launch rules on any device (one head a program); the launches' keywords."""
     monkeypatch.setattr(ssu, "_streams_on", lambda device: True)
     monkeypatch.setattr(ssu, "choose_launch_config", lambda *a, **k: LaunchConfig(block_m=4, num_warps=1))
     return _spy(monkeypatch)
@@ -200,7 +200,6 @@ def test_the_unrolled_speculative_step_changes_no_byte(launches, monkeypatch, dt
     cu = torch.tensor([0, *lens], dtype=torch.int32).cumsum(0).to(torch.int32)
     kw = dict(state_batch_indices=idx.to(DEVICE), cu_seqlens=cu.to(DEVICE),
               num_accepted_tokens=torch.randint(1, T + 1, (rows,), generator=gen(80 + T), dtype=torch.int32).to(DEVICE))
-    monkeypatch.setattr(ssu, "SSU_STREAM", {})  # _ssu_kernel at every width (as the rule has it since call 121)
     monkeypatch.setattr(mamba_ssm_kernels, "SPEC_UNROLL", {4: (1, 1 << 30, ahead), 2: (1, 1 << 30, ahead)})
     s_unrolled, o_unrolled = _step(case, kw)
     assert launches[-1]["SPEC_TOKENS"] == T and launches[-1]["SPEC_AHEAD"] == ahead

@@ -66,7 +66,7 @@ from mambalab.kernels import mamba_ssm_kernels
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
 from mambalab.kernels.mamba_ssm_spec import _ssu_spec_tokens
-from mambalab.kernels.mamba_ssm_stream import _ssu_stream_kernel, _ssu_token
+from mambalab.kernels.mamba_ssm_token import _ssu_token
 from mambalab.kernels.mamba_ssm_untied import _ssu_untied_reqs_kernel, untied_reqs
 from mambalab.kernels.mamba_ssm_ref import is_tied, prepare_ssu_inputs
 
@@ -332,8 +332,8 @@ EARLY_STATE_MAX_REQUEST_HEADS, EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN = 4 * 1
 EARLY_STATE_MAX_UNTIED = {4: 2 * 128, 2: 4 * 128}  # A/dt per element, one token, by state element size
 # The grid's order (calls 69-78, beside vLLM): (row blocks, heads, requests) where a program takes one head, so
 # programs running together walk one slot's heads in order: fp32 state everywhere (H200 batch 16-256 +4-6%, T = 2 / 4
-# at 64 +6%), bf16's streaming kernel and bf16 with A/dt per element (one token: H100 64 / 256 / 512 0.993 / 0.979 /
-# 0.978 -> 1.026 / 1.003 / 1.026x, 9 -> 16 1.060 -> 0.977x, call 79). Not bf16's one-token kernel otherwise: +1-2.5%
+# at 64 +6%) and bf16 with A/dt per element (one token: H100 64 / 256 / 512 0.993 / 0.979 / 0.978 -> 1.026 / 1.003 /
+# 1.026x, 9 -> 16 1.060 -> 0.977x, call 79). Not bf16's one-token kernel otherwise: +1-2.5%
 # unpadded (64 / 256), but a CUDA graph's padded rows (the batch's end) then run as a tail after the live ones: 9 -> 16
 # 1.408 -> 1.140x (H200), 1.106 -> 0.933x (H100); nor its token loop (T = 3 at 64 -2%). docs/benchmarks.md, "Heads
 # before requests".
@@ -353,19 +353,9 @@ PREFETCH_STATE: dict[int, tuple[int, int, int]] = {2: (2, 1, 1 << 30)}
 PREFETCH_STATE_MULTI_TOKEN: dict[int, tuple[int, int, int]] = {2: (1, 1, 1 << 30)}
 # A/dt per element (call 44, issue14-call44-ab-untied-hint.txt): bf16 batch 8 1.165 -> 1.239x, 16-512 slower.
 PREFETCH_STATE_UNTIED: dict[int, tuple[int, int, int]] = {2: (2, 1, 8 * 128)}
+# A streaming kernel (state blocks through a pipelined loop; calls 22-26) took bf16 T = 2 from batch 32 until call 121
+# found the capped token loop faster at every batch (issue14-call121-spec-tiles.txt); removed (mamba_ssm_token.py).
 
-# The streaming kernel (mamba_ssm_stream._ssu_stream_kernel), A/dt per head with indices, keyed by (state
-# element size, several tokens a request): (rows a block, blocks a program, num_stages, fewest request x heads,
-# most request x heads, PDL, warps). Chosen on an H200 beside vLLM 0.33, A/B interleaved
-# (docs/results/issue14-call22-ab-stream.txt, call23-ab-stream2.txt; vLLM's time over ours):
-#   bf16, T = 2, 8 x 4 rows, 3 stages: batch 32 1.04 -> 1.06x, 64 1.06 -> 1.08x, 128 1.07 -> 1.10x,
-#   256 1.07 -> 1.11x; 16 even, 8 and 1 slower; so from 32 x 128 request-heads;
-#   bf16 T = 3 / 4, fp32 T = 2-4: slower or even in every shape (1-4 warps), so not; one token a request (7 shapes,
-#   fp32 and bf16, PDL on and off, batch 2-64): slower everywhere (0.74-1.02x against 1.00-1.45x), so not.
-# Empty since call 121 (issue14-call121-spec-tiles.txt): the token loop at 128 registers (MAXNREG) beats it at T = 2
-# too, batch 32 / 64 / 128 / 256 1.089 / 1.102 / 1.130 / 1.145 -> 1.133 / 1.137 / 1.150 / 1.153x. An A/B switch.
-SSU_STREAM: dict[tuple[int, bool], tuple[int, int, int, int, int, bool, int]] = {}
-SSU_STREAM_MAX_TOKENS = 2  # most unrolled tokens (the index row's width)
 
 _override: LaunchConfig | None = None
 
@@ -424,19 +414,8 @@ def launch_config_override(config: LaunchConfig) -> Iterator[LaunchConfig]:
         _override = previous
 
 
-def _stream_shape(p, tied: bool, one_token: bool, cfg: LaunchConfig, has_idx: bool) -> dict | None:
-    """The streaming kernel's constexprs where :data:`SSU_STREAM` takes the launch, else None."""
-    if cfg.block_h > 1 or not tied or not has_idx or _override is not None or not _streams_on(p.state.device):
-        return None
-    tokens = 1 if one_token else p.dst.shape[1]
-    rule = SSU_STREAM.get((4 if p.state.element_size() >= 4 else 2, not one_token))
-    if rule is None or tokens > SSU_STREAM_MAX_TOKENS or not rule[3] <= p.num_requests * p.nheads <= rule[4]:
-        return None
-    return dict(RB=rule[0], NB=rule[1], STAGES=rule[2], TOKENS=tokens, PDL=rule[5], WARPS=rule[6])
-
-
 def _streams_on(device: torch.device) -> bool:
-    """Whether :data:`SSU_STREAM` applies on ``device``: a GPU (the interpreter keeps its heads kernel)."""
+    """Whether the GPU's launch rules apply on ``device`` (the interpreter keeps its heads kernel)."""
     return device.type == "cuda"
 
 
@@ -520,12 +499,7 @@ def selective_state_update(
                                                                 live_test=is_live_slot)):
             kernel, heads["REQS"] = _ssu_requests_kernel, reqs_a_program
     has_idx = p.src is not None
-    stream = _stream_shape(p, tied, one_token, cfg, has_idx)
-    if stream is not None:
-        kernel, heads = _ssu_stream_kernel, stream
-        pdl = use_pdl(p.state.device) and heads.pop("PDL")
-        cfg = LaunchConfig(block_m=stream["RB"], num_warps=heads.pop("WARPS"))
-    reqs, rows = (0, 0) if stream is not None or cfg.block_h > 1 or _override is not None else untied_reqs(
+    reqs, rows = (0, 0) if cfg.block_h > 1 or _override is not None else untied_reqs(
         p.num_requests, p.nheads, p.state.element_size(), tied=tied, one_token=one_token,
         dst_is_src=has_idx and p.dst is p.src, on_gpu=_streams_on(p.state.device))
     if reqs:  # A/dt per element: several requests a program share its A tile (mamba_ssm_untied.py)
@@ -537,12 +511,9 @@ def selective_state_update(
     dst_s = p.dst.stride() if has_idx else zero2
     grid = (triton.cdiv(p.dim, cfg.block_m), 1 if reqs_a_program else p.num_requests // max(reqs, 1),
             p.nheads // cfg.block_h)
-    if stream is not None:
-        grid = (triton.cdiv(p.dim, stream["RB"] * stream["NB"]), p.num_requests, p.nheads)
-        early = False  # the streaming kernel waits first
     launch_opts = {"USE_PDL": True, "launch_pdl": True, **({"EARLY_STATE": True} if early else {})} if pdl else {}
     heads_first = HEADS_FIRST_GRID and cfg.block_h == 1 and (  # a slot's heads walked together (the rule above)
-        p.state.element_size() >= 4 or stream is not None or (one_token and not tied))
+        p.state.element_size() >= 4 or (one_token and not tied))
     if heads_first:
         grid, launch_opts["HEADS_FIRST"] = (grid[0], grid[2], grid[1]), True
         if ZIGZAG_ROWS and kernel is _ssu_kernel and _streams_on(p.state.device):

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from mambalab.kernels.common import is_live_slot
-from mambalab.kernels.mamba_ssm_stream import _ssu_token_inputs, _ssu_token_math
+from mambalab.kernels.mamba_ssm_token import _ssu_token_inputs, _ssu_token_math
 
 
 @triton.jit

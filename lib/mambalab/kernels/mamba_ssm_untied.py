@@ -23,7 +23,7 @@ import triton.language as tl
 
 from mambalab.kernels.common import is_live_slot
 from mambalab.kernels.mamba_ssm_kernels import _ssu_request_head
-from mambalab.kernels.mamba_ssm_stream import _ssu_token
+from mambalab.kernels.mamba_ssm_token import _ssu_token
 
 
 @triton.jit

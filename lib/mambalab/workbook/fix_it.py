@@ -71,7 +71,7 @@ def guard_plants(is_live_slot: Callable) -> list[Plant]:
     """Every state kernel's guard replaced by ``is_live_slot(idx, null_block_id)`` (the GUARD constexpr ignored)."""
     from mambalab.kernels import (causal_conv1d_kernels, causal_conv1d_row_kernels, gated_delta_rule,
                                   gated_delta_rule_kernels, gated_delta_rule_stream, mamba_ssm, mamba_ssm_kernels,
-                                  mamba_ssm_spec, mamba_ssm_stream, mamba_ssm_untied)
+                                  mamba_ssm_spec, mamba_ssm_untied)
 
     fn = _yours("is_live_slot", is_live_slot)
 
@@ -79,7 +79,7 @@ def guard_plants(is_live_slot: Callable) -> list[Plant]:
         return fn(idx, null_block_id)
 
     return [Plant("guard", "kernel guard: the learner's is_live_slot", m, "is_live_slot", planted)
-            for m in (mamba_ssm, mamba_ssm_kernels, mamba_ssm_spec, mamba_ssm_stream, mamba_ssm_untied,
+            for m in (mamba_ssm, mamba_ssm_kernels, mamba_ssm_spec, mamba_ssm_untied,
                       causal_conv1d_kernels, causal_conv1d_row_kernels, gated_delta_rule, gated_delta_rule_kernels,
                       gated_delta_rule_stream)]
 
