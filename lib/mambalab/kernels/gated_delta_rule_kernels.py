@@ -9,8 +9,10 @@ They mirror vLLM's copy of flash-linear-attention's ``fused_recurrent_gated_delt
 * :func:`_gdn_stream_kernel`: one token a sequence, one slot a sequence, in place (the decode step proper):
   a program walks ``NB`` blocks of ``RB`` rows in a ``tl.range`` loop with ``num_stages`` (on a GPU Triton's
   pipeliner issues the next block's state load, an asynchronous copy into shared memory, while this block is
-  computed), so the bytes in flight sit in shared memory rather than in registers. A sequence that is not
-  one token long (varlen rows of 0 or several tokens) takes the general path in the same program.
+  computed), so the bytes in flight sit in shared memory rather than in registers; or, with ``EARLY_STATE``
+  (the layer's ``early_state_load``), reads its two blocks into registers with the slot, before PDL's wait.
+  Each block's token is :func:`_stream_block`. A sequence that is not one token long (varlen rows of 0 or
+  several tokens) takes the general path in the same program.
 """
 
 from __future__ import annotations
