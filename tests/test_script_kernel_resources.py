@@ -25,7 +25,7 @@ EXPECTED = {
     ("ssu-fp32", 1): ("_ssu_kernel", {"USE_PDL", "EARLY_STATE", "HEADS_FIRST"}),
     ("ssu-bf16-element", 64): ("_ssu_untied_reqs_kernel", {"USE_PDL", "HEADS_FIRST", "FAST_SOFTPLUS"}),
     ("ssu-bf16-spec4", 64): ("_ssu_kernel", {"USE_PDL", "FAST_SOFTPLUS"}),
-    ("gdn-bf16", 64): ("_gdn_stream_kernel", {"USE_PDL", "EARLY_STATE"}),
+    ("gdn-bf16", 64): ("_gdn_stream_kernel", set()),
     ("gdn-fp32", 1): ("_gdn_decode_kernel", {"USE_PDL", "EARLY_STATE"}),
     ("conv-bf16", 64): ("_causal_conv1d_decode_kernel", set()),
     ("conv-fp32", 1): ("_causal_conv1d_decode_kernel", {"USE_PDL"}),  # one request: no interpreter row kernel

@@ -247,10 +247,10 @@ STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (16, 2, 2, 16, 1 << 30),
 # The general kernel's sequences zigzagged on a GPU (common.program_row), padded ones not a tail (call 126): fp32 57 ->
 # 64 1.084 -> 1.121x, 9 -> 16 +1-2%, unpadded even; the streaming kernel's (an A/B switch) bf16 9 -> 16 1.148 -> 1.100x.
 ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
-# The streaming kernel's two blocks read with its slot, before PDL's wait (EARLY_STATE; the layer's early_state_load),
-# by state element size: (fewest, most sequences, zigzag under PDL). H200 beside vLLM, calls 129-131: bf16 9 -> 16 1.13
-# -> 1.35-1.41x, 16-64 +1.5-3.6%, 128-512 even; fp32 8-32 +2-4%, 9 -> 16 1.25 -> 1.36x zigzagged (1.14x not; bf16 1.30).
-STREAM_EARLY_STATE: dict[int, tuple[int, int, bool]] = {2: (1, 1 << 30, False), 4: (1, 1 << 30, True)}
+# The streaming kernel's two blocks read with its slot, before PDL's wait (EARLY_STATE, the layer's early_state_load),
+# by state element size: (fewest, most sequences, zigzag under PDL). H200 (calls 129-136): fp32 8-32 +2-9%, +1-2% after
+# a torch op (no PDL trigger, as in the GDN layer); bf16 gains only beside a trigger, loses after a torch op (16 -11%).
+STREAM_EARLY_STATE: dict[int, tuple[int, int, bool]] = {4: (1, 1 << 30, True)}
 # Several tokens a sequence (2-D indices, in place, no sigmoid gating): the streaming kernel for speculation
 # (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
 # most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
