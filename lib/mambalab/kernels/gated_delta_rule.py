@@ -411,9 +411,10 @@ def _launch(
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
         lo, hi, zz = STREAM_EARLY_STATE.get(state_in.element_size(), (1, 0, False))
-        if early_state_load and lo <= N <= hi and stream[1] == 2:
-            pdl = use_pdl(q.device)
-            extra = dict(extra, EARLY_STATE=True, **(dict(USE_PDL=True, launch_pdl=True, ZIGZAG=zz) if pdl else {}))
+        early = early_state_load and lo <= N <= hi and stream[1] == 2
+        pdl = early and use_pdl(q.device)  # the sequences zigzagged by the A/B switch, or with the early blocks
+        extra = dict(extra, EARLY_STATE=early, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl,
+                     **({"launch_pdl": True} if pdl else {}))
     spec = SPEC_STREAM.get(state_in.element_size()) if (
         _streams_on(q.device) and in_place and indexed == 2 and multi_token and A_log is None
         and block_v is None and heads == 1 and num_cols <= SPEC_STREAM_MAX_TOKENS) else None
@@ -434,8 +435,7 @@ def _launch(
     if (kernel is _gdn_decode_kernel and early_state_load and EARLY_STATE_LOAD and use_pdl(q.device)
             and N * HV <= EARLY_STATE_MAX_SEQ_HEADS):
         extra = dict(extra, USE_PDL=True, EARLY_STATE=True, launch_pdl=True)
-    zigzag = ZIGZAG_ROWS and kernel is _gdn_decode_kernel or ZIGZAG_STREAM and kernel is _gdn_stream_kernel
-    if zigzag and _streams_on(q.device):
+    if ZIGZAG_ROWS and kernel is _gdn_decode_kernel and _streams_on(q.device):
         extra = dict(extra, ZIGZAG=True)  # padded sequences among the first live ones, not a tail (a GPU only)
     dummy = q  # stands in for absent pointer arguments (never dereferenced)
     sanitizer.launch(
