@@ -224,11 +224,10 @@ def _gdn_decode_kernel(
                   EARLY_DST)
 
 def _num_sms(device: torch.device) -> int:
-    if device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        return _cuda_sms(index)
-    # The interpreter runs programs one after another: the fewest programs is fastest.
-    return 1
+    """The GPU's SMs; 1 on the interpreter, which runs programs one after another (the fewest is fastest)."""
+    if device.type != "cuda":
+        return 1
+    return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
 
 
 @functools.lru_cache(maxsize=None)
@@ -239,7 +238,10 @@ def _cuda_sms(index: int) -> int:
 # Several tokens a request: rows of the state a program, by element size, one piece. H200 beside vLLM 0.33 (scripts/
 # tune_launch.py --wide, T = 2 / 4, batch 8-256): bf16 16 rows 57-79% of copy (vLLM 56-74%), fp32 4 71-90% (56-88%).
 MULTI_TOKEN_BV = {4: 4, 2: 16}
-# One token a sequence, one slot, in place, no sigmoid gating: the streaming kernel (gated_delta_rule_kernels.
+# One token, at most this many sequences, on a GPU: rows a program (calls 140-141: 2 sequences, 8 -> 4 rows, bf16 /
+# fp32 +21 / +8% beside vLLM's packed decode, +13 / +12% after a torch kernel; batch 1 takes 4 by the halving rule).
+SMALL_N_BV = (2, 4)
+# One token a sequence, one slot, in place (gates given or from a/b): the streaming kernel (gated_delta_rule_kernels.
 # _gdn_stream_kernel), by state element size: (rows a block, blocks a program, num_stages, fewest, most sequences).
 # H200 beside vLLM 0.33 (benchmarks.md, issue 14, calls 12-13, 114-115): bf16 from 16, 2 blocks of 16 rows, 2 stages
 # (8 x 4 x 4: 72 -> 80% of copy at 64; 16 x 2: 16 / 32 / 64 +3 / +8 / +1.3%); fp32 4 x 2 x 2, 8 to 32.
@@ -251,7 +253,7 @@ ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
 # by state element size: (fewest, most sequences, zigzag under PDL). H200 (calls 129-136): fp32 8-32 +2-9%, +1-2% after
 # a torch op (no PDL trigger, as in the GDN layer); bf16 gains only beside a trigger, loses after a torch op (16 -11%).
 STREAM_EARLY_STATE: dict[int, tuple[int, int, bool]] = {4: (1, 1 << 30, True)}
-# Several tokens a sequence (2-D indices, in place, no sigmoid gating): the streaming kernel for speculation
+# Several tokens a sequence (2-D indices, in place, either gating): the streaming kernel for speculation
 # (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
 # most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
 # interleaved (docs/results/issue14-call22-ab-stream.txt, call23-ab-stream2.txt; vLLM's time over ours):
@@ -334,8 +336,7 @@ def heads_per_program(HV: int, device: torch.device) -> int:
 # these sequences x value heads. H200 beside vLLM (32 value heads, issue14-call17-ab-gdn-early.txt): bf16 batch 1 / 2 /
 # 4 / 8 1.27 / 1.05 / 1.04 / 1.00 -> 1.84 / 1.20 / 1.46 / 1.30x; fp32 1-4 1.42-1.88 -> 1.67-2.95x; speculative T = 2 / 4
 # at 8 bf16 1.01 / 1.04 -> 1.17 / 1.13x; at 64 0.3-1.5% faster; fp32 T = 4 at 1 2.78 -> 2.72x. Not measured above 64.
-EARLY_STATE_LOAD = True
-EARLY_STATE_MAX_SEQ_HEADS = 64 * 32  # one token or several a sequence alike
+EARLY_STATE_LOAD, EARLY_STATE_MAX_SEQ_HEADS = True, 64 * 32  # one token or several a sequence alike
 
 
 def _streams_on(device: torch.device) -> bool:
@@ -347,7 +348,7 @@ def _launch(
     q, k, v, g, beta, scale, initial_state, inplace_final_state, cu_seqlens,
     ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
     null_block_id, bugs, A_log=None, dt_bias=None, softplus_beta=1.0, threshold=20.0,
-    block_v=None, num_warps=None, block_h=None, early_state_load=False,
+    block_v=None, num_warps=None, block_h=None, early_state_load=False, out=None,
 ):
     shapes = validate_gdn_inputs(q, k, v, g, beta, scale, initial_state, inplace_final_state,
                                  cu_seqlens, ssm_state_indices, num_accepted_tokens)
@@ -357,7 +358,7 @@ def _launch(
     guard = guard_for(bugs, KernelFamily.FLA)
     scale = K ** -0.5 if scale is None else float(scale)
 
-    o = torch.empty((B, T, HV, V), dtype=v.dtype, device=v.device)
+    o = torch.empty((B, T, HV, V), dtype=v.dtype, device=v.device) if out is None else out.view(B, T, HV, V)
     in_place = bool(inplace_final_state) and initial_state is not None
     if in_place:
         final_state = initial_state
@@ -378,11 +379,10 @@ def _launch(
     num_cols = shapes.index_columns
 
     multi_token = B * T > N  # more tokens than requests: speculative decoding (or varlen prefill)
-    if q.device.type == "cuda":
-        BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device),
-                                   multi_token=multi_token)
-    else:
-        BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device))
+    BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device),
+                               multi_token=multi_token and q.device.type == "cuda")
+    if _streams_on(q.device) and not multi_token and N <= SMALL_N_BV[0]:
+        BV = min(BV, SMALL_N_BV[1])
     heads = heads_per_program(HV, q.device) if block_h is None else block_h
     if heads < 1 or heads & (heads - 1) or HV % heads:
         raise ValueError(f"block_h must be a power of two dividing HV={HV}, got {heads}")
@@ -405,8 +405,7 @@ def _launch(
             kernel, extra = _gdn_requests_kernel, dict(extra, REQS=reqs)
         grid = (triton.cdiv(V, BV), HV // heads, 1 if reqs else N)
     stream = STREAM.get(state_in.element_size()) if (
-        _streams_on(q.device) and in_place and indexed == 1 and not multi_token and A_log is None
-        and block_v is None) else None
+        _streams_on(q.device) and in_place and indexed == 1 and not multi_token and block_v is None) else None
     if stream and stream[3] <= N <= stream[4] and heads == 1:
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
@@ -416,8 +415,7 @@ def _launch(
         extra = dict(extra, EARLY_STATE=early, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl,
                      **({"launch_pdl": True} if pdl else {}))
     spec = SPEC_STREAM.get(state_in.element_size()) if (
-        _streams_on(q.device) and in_place and indexed == 2 and multi_token and A_log is None
-        and block_v is None and heads == 1 and num_cols <= SPEC_STREAM_MAX_TOKENS) else None
+        _streams_on(q.device) and in_place and indexed == 2 and multi_token and block_v is None and heads == 1 and num_cols <= SPEC_STREAM_MAX_TOKENS) else None
     if spec and spec[3] <= N <= spec[4]:
         kernel = _gdn_spec_stream_kernel
         extra = dict(zip(("RB", "NB", "STAGES"), spec[:3]), TOKENS=num_cols)
@@ -566,6 +564,7 @@ def fused_sigmoid_gating_delta_rule_update(
     block_v: int | None = None,
     num_warps: int | None = None,
     block_h: int | None = None,
+    early_state_load: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The same step with Qwen3-Next's gates computed in the kernel.
 
@@ -593,7 +592,8 @@ def fused_sigmoid_gating_delta_rule_update(
     return _launch(q, k, v, a, b, scale, initial_state, inplace_final_state, cu_seqlens,
                    ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
                    null_block_id, bugs, A_log=A_log, dt_bias=dt_bias, softplus_beta=beta,
-                   threshold=threshold, block_v=block_v, num_warps=num_warps, block_h=block_h)
+                   threshold=threshold, block_v=block_v, num_warps=num_warps, block_h=block_h,
+                   early_state_load=early_state_load)
 
 
 __all__ = ["fused_recurrent_gated_delta_rule", "fused_sigmoid_gating_delta_rule_update", "launch_config",

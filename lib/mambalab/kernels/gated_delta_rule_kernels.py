@@ -218,7 +218,8 @@ def _gdn_stream_kernel(
     EARLY_STATE: tl.constexpr = False,  # NB == 2: the slot and both blocks read first (before the wait, with PDL)
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
-    ``HAS_INITIAL_STATE``, no ``num_accepted_tokens`` and no sigmoid gating), one token a sequence.
+    ``HAS_INITIAL_STATE``, no ``num_accepted_tokens``), one token a sequence; with ``SIGMOID_GATING`` ``g`` and
+    ``beta`` are ``a`` and ``b`` and the gates are computed here (``fused_sigmoid_gating_delta_rule_update``).
 
     With ``EARLY_STATE`` the program's two blocks are loaded into registers as soon as the slot is known, not
     through the pipelined loop; under PDL that is before waiting for the previous kernel (the caller's promise,
@@ -274,11 +275,15 @@ def _gdn_stream_kernel(
         p_tok_k = k + i_b * s_k_b + bos * s_k_t + i_h * s_k_h
         b_q = tl.load(p_tok_q + o_k * s_q_k, mask=mask_k, other=0.0).to(tl.float32)
         b_k = tl.load(p_tok_k + o_k * s_k_k, mask=mask_k, other=0.0).to(tl.float32)
-        decay = tl.exp(tl.load(g + i_b * s_g_b + bos * s_g_t + i_hv * s_g_h).to(tl.float32))
+        b_g = tl.load(g + i_b * s_g_b + bos * s_g_t + i_hv * s_g_h).to(tl.float32)
         if HAS_BETA:
             b_beta = tl.load(beta + i_b * s_beta_b + bos * s_beta_t + i_hv * s_beta_h).to(tl.float32)
         else:
             b_beta = 1.0
+        if SIGMOID_GATING:  # g, beta are a, b (vLLM 0.33's packed decode): the gates from them
+            b_g, b_beta = _sigmoid_gates(b_g, b_beta, -tl.exp(tl.load(A_log + i_hv).to(tl.float32)),
+                                         tl.load(dt_bias + i_hv).to(tl.float32), softplus_beta, softplus_threshold)
+        decay = tl.exp(b_g)
         if USE_L2NORM:
             b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
             b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
@@ -306,7 +311,7 @@ def _gdn_stream_kernel(
                       s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
                       s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
                       s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
-                      HV, K, V, BK, True, 1, HAS_BETA, USE_L2NORM, False, GUARD)
+                      HV, K, V, BK, True, 1, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
 
 
 @triton.jit

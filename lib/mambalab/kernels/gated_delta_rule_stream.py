@@ -1,7 +1,7 @@
 """The GDN decode step for speculative decoding, streamed: ``_gdn_spec_stream_kernel``.
 
 The launch (:func:`mambalab.kernels.gated_delta_rule._launch`) picks it on a GPU for a speculative call
-(2-D ``ssm_state_indices``, one slot a token, in place, no sigmoid gating) when the rule
+(2-D ``ssm_state_indices``, one slot a token, in place; the gates given or computed from ``a``/``b``) when the rule
 ``gated_delta_rule.SPEC_STREAM`` says so. It mirrors the same upstream kernel as the general one (vLLM 0.33's
 ``vllm/third_party/flash_linear_attention/ops/fused_recurrent.py``, ``fused_recurrent_gated_delta_rule_fwd_kernel``
 with ``IS_SPEC_DECODING``) and gives the same results; what differs is how a program walks its state.
@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from mambalab.kernels.common import is_live_slot
-from mambalab.kernels.gated_delta_rule_kernels import _gdn_rows, _load_rows
+from mambalab.kernels.gated_delta_rule_kernels import _gdn_rows, _load_rows, _sigmoid_gates
 
 
 @triton.jit
@@ -49,7 +49,7 @@ def _gdn_spec_stream_kernel(
     TOKENS: tl.constexpr,  # the unrolled sequence length (the index row's width)
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 2``,
-    ``HAS_INITIAL_STATE`` and no sigmoid gating), then the streaming shape."""
+    ``HAS_INITIAL_STATE``), then the streaming shape."""
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
     i_n = tl.program_id(2).to(tl.int64)
@@ -98,6 +98,20 @@ def _gdn_spec_stream_kernel(
         p_beta = beta + i_b * s_beta_b + bos * s_beta_t + i_hv * s_beta_h
         p_h0 = h0 + slot * s_h0_n + i_hv * s_h0_h
         p_col = state_indices + i_n * s_idx_n
+        if SIGMOID_GATING:  # the gates of every token once, not once a block (up to 4 tokens)
+            tl.static_assert(TOKENS <= 4, "the gates are computed before the block loop for at most 4 tokens")
+            b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+            b_dtb = tl.load(dt_bias + i_hv).to(tl.float32)
+            dec0, bet0 = _token_gates(p_g, p_beta, 0, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta, softplus_threshold)
+            dec1, bet1 = _token_gates(p_g, p_beta, 1 if TOKENS > 1 else 0, s_g_t, s_beta_t, b_A, b_dtb,
+                                      softplus_beta, softplus_threshold)
+            dec2, bet2 = _token_gates(p_g, p_beta, 2 if TOKENS > 2 else 0, s_g_t, s_beta_t, b_A, b_dtb,
+                                      softplus_beta, softplus_threshold)
+            dec3, bet3 = _token_gates(p_g, p_beta, 3 if TOKENS > 3 else 0, s_g_t, s_beta_t, b_A, b_dtb,
+                                      softplus_beta, softplus_threshold)
+        else:  # unused
+            dec0, dec1, dec2, dec3 = 0.0, 0.0, 0.0, 0.0
+            bet0, bet1, bet2, bet3 = 0.0, 0.0, 0.0, 0.0
         for blk in tl.range(0, NB, num_stages=STAGES):
             o_v = (i_v * NB + blk) * RB + tl.arange(0, RB)
             mask_v = o_v < V
@@ -110,11 +124,15 @@ def _gdn_spec_stream_kernel(
                 b_q = tl.load(p_q + t * s_q_t + o_k * s_q_k, mask=mask_k, other=0.0).to(tl.float32)
                 b_k = tl.load(p_k + t * s_k_t + o_k * s_k_k, mask=mask_k, other=0.0).to(tl.float32)
                 b_v = tl.load(p_v + t * s_v_t + o_v * s_v_v, mask=mask_v, other=0.0).to(tl.float32)
-                decay = tl.exp(tl.load(p_g + t * s_g_t).to(tl.float32))
-                if HAS_BETA:
-                    b_beta = tl.load(p_beta + t * s_beta_t).to(tl.float32)
+                if SIGMOID_GATING:  # g, beta are a, b: their gates, computed above
+                    decay = dec0 if t == 0 else (dec1 if t == 1 else (dec2 if t == 2 else dec3))
+                    b_beta = bet0 if t == 0 else (bet1 if t == 1 else (bet2 if t == 2 else bet3))
                 else:
-                    b_beta = 1.0
+                    decay = tl.exp(tl.load(p_g + t * s_g_t).to(tl.float32))
+                    if HAS_BETA:
+                        b_beta = tl.load(p_beta + t * s_beta_t).to(tl.float32)
+                    else:
+                        b_beta = 1.0
                 if USE_L2NORM:
                     b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
                     b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
@@ -139,4 +157,13 @@ def _gdn_spec_stream_kernel(
                       s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v,
                       s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
                       s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
-                      HV, K, V, BK, True, 2, HAS_BETA, USE_L2NORM, False, GUARD)
+                      HV, K, V, BK, True, 2, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
+
+
+@triton.jit
+def _token_gates(p_g, p_beta, t, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta, softplus_threshold):
+    """Token ``t``'s ``(decay, beta)`` from its ``a`` (at ``p_g``) and ``b`` (at ``p_beta``): Qwen3-Next's gates."""
+    b_a = tl.load(p_g + t * s_g_t).to(tl.float32)
+    b_b = tl.load(p_beta + t * s_beta_t).to(tl.float32)
+    b_g, b_beta = _sigmoid_gates(b_a, b_b, b_A, b_dtb, softplus_beta, softplus_threshold)
+    return tl.exp(b_g), b_beta
