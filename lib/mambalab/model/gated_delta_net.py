@@ -1,8 +1,11 @@
 """The gated-delta-net mixer: the ``Qwen3NextGatedDeltaNet`` layer of
 ``vllm/model_executor/models/qwen3_next.py`` in miniature (``in_proj`` -> ``q, k, v, a, b``, a
 causal conv over ``qkv`` with SiLU, ``g = -exp(A_log) softplus(a + dt_bias)``,
-``beta = sigmoid(b)``, ``fused_recurrent_gated_delta_rule`` with the in-kernel L2 norm,
-``out_proj``), with a pure-torch reference path and the batched decode through the Triton kernels."""
+``beta = sigmoid(b)``, the gated delta rule with the in-kernel L2 norm, ``out_proj``), with a pure-torch
+reference path (the gates in torch, then ``fused_recurrent_gated_delta_rule_ref``) and the batched decode through
+the Triton kernels as vLLM 0.33's ``qwen_gdn_linear_attn.py`` calls them: the gates computed in the kernel,
+``fused_recurrent_gated_delta_rule_packed_decode`` for one token a request and
+``fused_sigmoid_gating_delta_rule_update`` for speculative decoding."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import torch.nn.functional as F
 
 from mambalab.kernels.causal_conv1d import causal_conv1d_update
 from mambalab.kernels.causal_conv1d_ref import causal_conv1d_update_ref
-from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
+from mambalab.kernels.gated_delta_rule import fused_sigmoid_gating_delta_rule_update
+from mambalab.kernels.gated_delta_rule_packed import fused_recurrent_gated_delta_rule_packed_decode
 from mambalab.kernels.gated_delta_rule_ref import fused_recurrent_gated_delta_rule_ref
 from mambalab.model.config import TinyHybridConfig
 from mambalab.model.decode_slots import _DecodeArgs
@@ -97,15 +101,15 @@ class GatedDeltaNetMixer:
             out=torch.zeros_like(qkv),
             bugs=d.bugs,
         )
-        q, k, v = self.heads(qkv)
-        g, beta = self.gates(a, b)
         idx = d.gdn_index(state.gdn_recurrent)
         # The kernel's early state load (read the pool before the previous kernel ends) only where nothing
         # just before writes that pool: a carry (mamba_cache_mode "all") has just copied states into it.
         early = not d.carry
+        # As vLLM 0.33's layer: the gates computed in the kernel from a and b, so it follows the conv directly.
         if d.spec:  # varlen: one packed sequence axis, 2-D indices, one slot per token
-            o, _ = fused_recurrent_gated_delta_rule(
-                q[None], k[None], v[None], g[None], beta[None],
+            q, k, v = self.heads(qkv)
+            o, _ = fused_sigmoid_gating_delta_rule_update(
+                self.A_log, a[None], b[None], self.dt_bias, q[None], k[None], v[None],
                 initial_state=state.gdn_recurrent, inplace_final_state=True,
                 cu_seqlens=d.query_start_loc, ssm_state_indices=idx,
                 num_accepted_tokens=d.num_accepted_tokens, use_qk_l2norm_in_kernel=True,
@@ -117,11 +121,13 @@ class GatedDeltaNetMixer:
             T = o.shape[0]
             valid = torch.arange(T, device=o.device) < d.query_start_loc[-1]
             o = torch.where(valid[:, None, None], o, torch.zeros_like(o))
-        else:  # one token per row: B = N, T = 1
-            o, _ = fused_recurrent_gated_delta_rule(
-                q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None],
-                initial_state=state.gdn_recurrent, inplace_final_state=True,
-                ssm_state_indices=idx, use_qk_l2norm_in_kernel=True, bugs=d.bugs, early_state_load=early,
+        else:  # one token per row, q/k/v read from the conv's packed output
+            cfg = self.cfg
+            o = torch.empty(qkv.shape[0], 1, cfg.gdn_num_v_heads, cfg.gdn_head_v_dim, dtype=qkv.dtype,
+                            device=qkv.device)
+            fused_recurrent_gated_delta_rule_packed_decode(
+                qkv, a, b, self.A_log, self.dt_bias, cfg.gdn_head_k_dim ** -0.5, state.gdn_recurrent, o, idx,
+                use_qk_l2norm_in_kernel=True, bugs=d.bugs, early_state_load=early,
             )
             o = o[:, 0]
         return self.finish(o)
