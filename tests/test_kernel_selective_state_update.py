@@ -285,10 +285,14 @@ def test_launch_rule_for_real_shapes(monkeypatch):
     # measured on an H200 against vLLM 0.33 (docs/benchmarks.md): one warp, 16-row tiles from batch 16
     assert big_fp32 == LaunchConfig(16, 1)
     assert big_bf16 == LaunchConfig(16, 1)
-    # fp32 at batch 1: 8 rows; from batch 2 the big tiles (calls 71 and 74, with the heads-first grid)
+    # fp32 at batch 1: 8 rows; at 2 the big tiles (calls 71 and 74, with the heads-first grid); at 3-8 8 rows on 2 warps
+    # (call 143); from 9 the big tiles again
     assert choose_launch_config(128, 64, 128, 1, torch.float32, dev) == LaunchConfig(8, 1)
     assert choose_launch_config(128, 64, 128, 2, torch.float32, dev) == LaunchConfig(16, 1)
-    assert choose_launch_config(128, 64, 128, 8, torch.float32, dev) == LaunchConfig(16, 1)
+    assert choose_launch_config(128, 64, 128, 3, torch.float32, dev) == LaunchConfig(8, 2)
+    assert choose_launch_config(128, 64, 128, 8, torch.float32, dev) == LaunchConfig(8, 2)
+    assert choose_launch_config(128, 64, 128, 9, torch.float32, dev) == LaunchConfig(16, 1)
+    assert choose_launch_config(128, 64, 128, 4, torch.bfloat16, dev) == LaunchConfig(16, 1)
     assert choose_launch_config(128, 64, 128, 1, torch.bfloat16, dev) == LaunchConfig(16, 1)
     # speculative decoding / varlen (several tokens a request), and A / dt per element
     assert choose_launch_config(128, 64, 128, 64, torch.float32, dev, multi_token=True) == LaunchConfig(8, 1)

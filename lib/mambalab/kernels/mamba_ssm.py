@@ -312,6 +312,10 @@ class LaunchConfig:
 #   several tokens a request (speculative decoding, varlen): fp32 8 rows, bf16 16 rows
 #   A/dt per element ("untied": a full A tile and one exp per element, more registers): UNTIED_BLOCK_M
 BLOCK_M_TIED, BLOCK_M_TIED_SMALL, BLOCK_M_MULTI_TOKEN = {4: 16, 2: 16}, {4: 8, 2: 16}, {4: 8, 2: 16}
+# One token, A/dt per head, fp32 state, requests x heads in [lo, hi]: (rows, warps). Call 143 (issue14-call143-tiles.txt,
+# beside vLLM, in the bench / after a torch kernel): batch 4 1.036 / 0.968 -> 1.083 / 0.985x (fp32 activations 1.071 /
+# 0.966 -> 1.081 / 0.994x), 8 with z 1.024 / 0.986 -> 1.067 / 1.033x, 8 without even; 2 and 9 -> 16 slower, so not.
+TIED_MID_FP32 = (3 * 128, 8 * 128, 8, 2)
 # Several tokens, requests x heads < SMALL_EFFECTIVE_BATCH: as above (4 rows lose at batch 8, call 10), 4 rows up to
 # MULTI_TOKEN_TINY (batch 1: T = 2-4 +3-18%, call 47; docs/benchmarks.md, issue14-call{10,47}-*.txt).
 BLOCK_M_MULTI_TOKEN_SMALL = {4: 8, 2: 16}
@@ -396,6 +400,8 @@ def choose_launch_config(
     elif multi_token:
         table = BLOCK_M_MULTI_TOKEN_SMALL if small else BLOCK_M_MULTI_TOKEN
         block_m = (BLOCK_M_MULTI_TOKEN_TINY if num_requests * nheads <= MULTI_TOKEN_TINY else table)[size]
+    elif size == 4 and TIED_MID_FP32[0] <= num_requests * nheads <= TIED_MID_FP32[1]:
+        return LaunchConfig(block_m=min(TIED_MID_FP32[2], dim_p2), num_warps=TIED_MID_FP32[3])
     else:
         block_m = (BLOCK_M_TIED_SMALL if num_requests * nheads < TIED_SMALL_EFFECTIVE_BATCH else BLOCK_M_TIED)[size]
     return LaunchConfig(block_m=min(block_m, dim_p2), num_warps=NUM_WARPS)
