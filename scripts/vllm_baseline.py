@@ -5,8 +5,10 @@ torch), but the three decode kernels the bench compares against are plain Python
 
 * ``vllm/model_executor/layers/mamba/ops/{mamba_ssm.py, causal_conv1d.py, triton_helpers.py}``
   and the ``configs/`` folder beside them (the tuned SSU launch tables, per device);
-* ``vllm/third_party/flash_linear_attention/ops/{fused_recurrent.py, op.py, utils.py, index.py,
-  l2norm.py}`` (vLLM's copy of fla's ``fused_recurrent_gated_delta_rule``).
+* ``vllm/third_party/flash_linear_attention/ops/{fused_recurrent.py, fused_sigmoid_gating.py, op.py, utils.py,
+  index.py, l2norm.py}`` (vLLM's copy of fla's ``fused_recurrent_gated_delta_rule``, and the two GDN decode
+  kernels Qwen3-Next's layer runs: ``fused_recurrent_gated_delta_rule_packed_decode`` without speculation,
+  ``fused_sigmoid_gating_delta_rule_update`` with it).
 
 This script extracts exactly those files from the vLLM wheel into an ignored folder (default
 ``.vllm/``) and writes, beside them, the few small stand-ins for the modules they import
@@ -37,6 +39,7 @@ FILES = [
     "vllm/model_executor/layers/mamba/ops/triton_helpers.py",
     "vllm/model_executor/layers/mamba/ops/configs/*",
     "vllm/third_party/flash_linear_attention/ops/fused_recurrent.py",
+    "vllm/third_party/flash_linear_attention/ops/fused_sigmoid_gating.py",
     "vllm/third_party/flash_linear_attention/ops/op.py",
     "vllm/third_party/flash_linear_attention/ops/utils.py",
     "vllm/third_party/flash_linear_attention/ops/index.py",
@@ -179,7 +182,10 @@ def check() -> int:
     from vllm.model_executor.layers.mamba.ops.causal_conv1d import causal_conv1d_update  # noqa: F401
     from vllm.model_executor.layers.mamba.ops.mamba_ssm import selective_state_update  # noqa: F401
     from vllm.third_party.flash_linear_attention.ops.fused_recurrent import (  # noqa: F401
-        fused_recurrent_gated_delta_rule,
+        fused_recurrent_gated_delta_rule, fused_recurrent_gated_delta_rule_packed_decode,
+    )
+    from vllm.third_party.flash_linear_attention.ops.fused_sigmoid_gating import (  # noqa: F401
+        fused_sigmoid_gating_delta_rule_update,
     )
     import vllm
 

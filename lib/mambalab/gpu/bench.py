@@ -237,7 +237,10 @@ def baselines() -> dict[str, list[str]]:
         from vllm.model_executor.layers.mamba.ops.causal_conv1d import causal_conv1d_update  # noqa: F401
         from vllm.model_executor.layers.mamba.ops.mamba_ssm import selective_state_update  # noqa: F401
         from vllm.third_party.flash_linear_attention.ops.fused_recurrent import (  # noqa: F401
-            fused_recurrent_gated_delta_rule,
+            fused_recurrent_gated_delta_rule_packed_decode,
+        )
+        from vllm.third_party.flash_linear_attention.ops.fused_sigmoid_gating import (  # noqa: F401
+            fused_sigmoid_gating_delta_rule_update,
         )
 
         for k in out:

@@ -119,7 +119,14 @@ class SSUCase(Case):
 
 
 class GDNCase(Case):
-    """``fused_recurrent_gated_delta_rule`` on a slot pool, as vLLM's GDN layer calls it in decode."""
+    """The GDN decode step as vLLM 0.33's Qwen3-Next layer runs it (``qwen_gdn_linear_attn.py``), the gates
+    computed in the kernel from the raw projections ``a``, ``b`` and the parameters ``A_log``, ``dt_bias``.
+
+    One token a request: ``fused_recurrent_gated_delta_rule_packed_decode`` on the conv's packed output
+    (``_forward_core_decode_non_spec``, the default decode path). Several (speculative decoding):
+    ``fused_sigmoid_gating_delta_rule_update`` on contiguous ``q``/``k``/``v`` (upstream copies them out of the
+    packed output first, ``rearrange_mixed_qkv``), 2-D indices and ``num_accepted_tokens``.
+    """
 
     kernel = "gdn"
 
@@ -131,18 +138,22 @@ class GDNCase(Case):
         if tokens == 1:
             ntok, self.slots = captured, captured + 1
             self.idx = _indices(active, captured)
-            self.num_acc = None
-            self.cu = torch.arange(captured + 1, dtype=torch.int32, device=dev)
+            self.num_acc = self.cu = None
         else:
             ntok, self.slots = active * tokens, active * tokens + 1
             self.idx = (torch.randperm(active * tokens, dtype=torch.int32) + 1).view(active, tokens).cuda()
             self.num_acc = torch.randint(1, tokens + 1, (active,), dtype=torch.int32).cuda()
             self.cu = torch.arange(0, ntok + 1, tokens, dtype=torch.int32, device=dev)
-        self.q = torch.randn(1, ntok, H, K, device=dev, dtype=act)
-        self.k = torch.nn.functional.normalize(torch.randn(1, ntok, H, K, device=dev), dim=-1).to(act)
-        self.v = torch.randn(1, ntok, HV, V, device=dev, dtype=act)
-        self.g = -torch.rand(1, ntok, HV, device=dev) * 0.1
-        self.beta = torch.rand(1, ntok, HV, device=dev).to(act)
+        self.mixed = torch.randn(ntok, 2 * H * K + HV * V, device=dev, dtype=act)
+        q, k, v = torch.split(self.mixed, [H * K, H * K, HV * V], dim=-1)
+        self.q, self.k = (x.reshape(1, ntok, H, K).contiguous() for x in (q, k))
+        self.v = v.reshape(1, ntok, HV, V).contiguous()
+        self.a = torch.randn(ntok, HV, device=dev, dtype=act)
+        self.b = torch.randn(ntok, HV, device=dev, dtype=act)
+        self.A_log = torch.log(torch.rand(HV, device=dev) * 15 + 1)  # A in [1, 16), as Qwen3-Next's init
+        self.dt_bias = torch.rand(HV, device=dev) - 0.5
+        self.scale = K ** -0.5
+        self.packed_out = torch.empty(ntok, 1, HV, V, device=dev, dtype=act)
         self.shape = (self.slots, HV, V, K)
         state_bytes = HV * V * K * _esize(state)
         self.pool_bytes = self.slots * state_bytes
@@ -154,19 +165,38 @@ class GDNCase(Case):
         return p.mul_(scale) if scale != 1.0 else p
 
     def call(self, impl, pool, bugs=None):
-        args = (self.q, self.k, self.v, self.g, self.beta)
+        if self.T == 1:
+            args = (self.mixed, self.a, self.b, self.A_log, self.dt_bias, self.scale, pool, self.packed_out,
+                    self.idx)
+            if impl == "vllm":
+                from vllm.third_party.flash_linear_attention.ops.fused_recurrent import (  # type: ignore
+                    fused_recurrent_gated_delta_rule_packed_decode as fn,
+                )
+
+                fn(*args, use_qk_l2norm_in_kernel=True)
+            else:
+                from mambalab.kernels.gated_delta_rule_packed import fused_recurrent_gated_delta_rule_packed_decode
+
+                # early_state_load: mambalab's GDN layer makes that promise (the conv before it writes neither the
+                # recurrent state nor the indices); here each launch of a timed graph updates its own pool.
+                fused_recurrent_gated_delta_rule_packed_decode(*args, True, bugs=bugs, early_state_load=True)
+            self.out = self.packed_out
+            return self.out
         kw = dict(initial_state=pool, inplace_final_state=True, cu_seqlens=self.cu, ssm_state_indices=self.idx,
                   num_accepted_tokens=self.num_acc, use_qk_l2norm_in_kernel=True)
         if impl == "vllm":
-            from vllm.third_party.flash_linear_attention.ops.fused_recurrent import (  # type: ignore
-                fused_recurrent_gated_delta_rule as fn,
+            from vllm.third_party.flash_linear_attention.ops.fused_sigmoid_gating import (  # type: ignore
+                fused_sigmoid_gating_delta_rule_update as fn,
             )
 
-            o, _ = fn(*args, **kw)
+            o, _ = fn(A_log=self.A_log, a=self.a, b=self.b, dt_bias=self.dt_bias, q=self.q, k=self.k, v=self.v,
+                      **kw)
         else:
-            from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule
+            from mambalab.kernels.gated_delta_rule import fused_sigmoid_gating_delta_rule_update
 
-            o, _ = fused_recurrent_gated_delta_rule(*args, bugs=bugs, early_state_load=True, **kw)  # as the SSU's
+            o, _ = fused_sigmoid_gating_delta_rule_update(self.A_log, self.a[None], self.b[None], self.dt_bias,
+                                                          self.q, self.k, self.v, bugs=bugs, early_state_load=True,
+                                                          **kw)
         self.out = o
         return o
 
@@ -253,8 +283,7 @@ def agreement(case: Case, impls: list[str]) -> tuple[bool, str]:
     results = {}
     for impl in impls:
         pool = base.clone()
-        if case.kernel != "gdn":
-            case.out.fill_(float("nan"))  # poison: every live element must be written
+        (case.packed_out if case.kernel == "gdn" else case.out).fill_(float("nan"))  # poison: all must be written
         case.call(impl, pool, None if impl != "mambalab" else BugConfig.fixed())
         torch.cuda.synchronize()
         results[impl] = (case.live_out().clone(), pool)
