@@ -85,8 +85,9 @@ def test_zero_accepted(seed):
     r = replay("zero-accepted", seed=seed)
     assert r.exit_code == 1
     assert any("num_accepted_tokens = 0" in s for s in r.signatures)
-    # the GDN kernel, not the SSU (which has always clamped max(num_accepted - 1, 0))
-    assert "fused_recurrent_gated_delta_rule" in r.verdict.summary()
+    # the GDN kernel (the speculative call of Qwen3-Next's layer, as upstream's traces name it), not the SSU (which
+    # has always clamped max(num_accepted - 1, 0))
+    assert "fused_sigmoid_gating_delta_rule_update" in r.verdict.summary()
     assert "selective_state_update" not in r.verdict.summary()
     assert any("GDN kernel loads column num_accepted_tokens - 1 = -1" in s for s in r.signatures)
     assert replay("zero-accepted", fixed=True, seed=seed).exit_code == 0

@@ -10,6 +10,7 @@ does, so a user swapping vLLM's kernel for ours imports the function:
 | ``mamba_ssm.py`` / ``mamba_ssm_ref.py`` | ``vllm/model_executor/layers/mamba/ops/mamba_ssm.py`` |
 | ``causal_conv1d.py`` / ``causal_conv1d_ref.py`` | ``vllm/model_executor/layers/mamba/ops/causal_conv1d.py`` |
 | ``gated_delta_rule.py`` / ``gated_delta_rule_ref.py`` | ``vllm/third_party/flash_linear_attention/ops/fused_recurrent.py`` |
+| ``gated_delta_rule_packed.py`` | ``fused_recurrent_gated_delta_rule_packed_decode`` in the same file (Qwen3-Next's decode) |
 | ``common.py`` | (ours) the guard every kernel shares, one per ``GuardMode`` |
 | ``*_requests.py`` | (ours) the CPU interpreter's one-token launches: every live request in one program |
 | ``testing.py`` | (ours) poison, slot indices and tolerances for proving a kernel correct |
@@ -18,6 +19,8 @@ does, so a user swapping vLLM's kernel for ours imports the function:
 from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
 from mambalab.kernels.causal_conv1d_ref import causal_conv1d_update_ref
 from mambalab.kernels.gated_delta_rule import fused_recurrent_gated_delta_rule, fused_sigmoid_gating_delta_rule_update
+from mambalab.kernels.gated_delta_rule_packed import (fused_recurrent_gated_delta_rule_packed_decode,
+                                                      fused_recurrent_gated_delta_rule_packed_decode_ref)
 from mambalab.kernels.gated_delta_rule_ref import (fused_recurrent_gated_delta_rule_ref,
                                                    fused_sigmoid_gating_delta_rule_update_ref)
 from mambalab.kernels.mamba_ssm import selective_state_update
@@ -27,5 +30,6 @@ __all__ = [
     "causal_conv1d_update", "causal_conv1d_update_ref", "make_conv_state",
     "fused_recurrent_gated_delta_rule", "fused_recurrent_gated_delta_rule_ref",
     "fused_sigmoid_gating_delta_rule_update", "fused_sigmoid_gating_delta_rule_update_ref",
+    "fused_recurrent_gated_delta_rule_packed_decode", "fused_recurrent_gated_delta_rule_packed_decode_ref",
     "selective_state_update", "selective_state_update_ref",
 ]

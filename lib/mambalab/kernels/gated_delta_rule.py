@@ -2,7 +2,7 @@
 
 Mirrors the behaviour of vLLM's copy of flash-linear-attention's ``fused_recurrent_gated_delta_rule``
 (``vllm/model_executor/layers/fla/ops/fused_recurrent.py``, moved to
-``vllm/third_party/flash_linear_attention/ops/`` in 0.33) and of ``fused_sigmoid_gating_delta_rule_update`` next to
+``vllm/third_party/flash_linear_attention/ops/`` in 0.26) and of ``fused_sigmoid_gating_delta_rule_update`` next to
 it. The maths, the state layout and the meaning of every argument are documented in the pure-torch reference
 :mod:`mambalab.kernels.gated_delta_rule_ref`; this file is about *how* the kernel runs.
 
@@ -348,7 +348,7 @@ def _launch(
     q, k, v, g, beta, scale, initial_state, inplace_final_state, cu_seqlens,
     ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
     null_block_id, bugs, A_log=None, dt_bias=None, softplus_beta=1.0, threshold=20.0,
-    block_v=None, num_warps=None, block_h=None, early_state_load=False, out=None,
+    block_v=None, num_warps=None, block_h=None, early_state_load=False, out=None, name=KERNEL_NAME,
 ):
     shapes = validate_gdn_inputs(q, k, v, g, beta, scale, initial_state, inplace_final_state,
                                  cu_seqlens, ssm_state_indices, num_accepted_tokens)
@@ -465,7 +465,7 @@ def _launch(
         **extra,
         **({} if heads > 1 else {"SPLIT": 1 if (multi_token and q.device.type == "cuda")
                                  else split_rows(BV, state_in.element_size())}),
-        name=KERNEL_NAME,
+        name=name,  # the entry point's name, as upstream's traces name its kernel
         row_axis=2,
         rows_per_program=extra.get("REQS", 1),
         fresh_outputs=(o,) if in_place else (o, final_state),
@@ -593,7 +593,7 @@ def fused_sigmoid_gating_delta_rule_update(
                    ssm_state_indices, num_accepted_tokens, use_qk_l2norm_in_kernel,
                    null_block_id, bugs, A_log=A_log, dt_bias=dt_bias, softplus_beta=beta,
                    threshold=threshold, block_v=block_v, num_warps=num_warps, block_h=block_h,
-                   early_state_load=early_state_load)
+                   early_state_load=early_state_load, name="fused_sigmoid_gating_delta_rule_update")
 
 
 __all__ = ["fused_recurrent_gated_delta_rule", "fused_sigmoid_gating_delta_rule_update", "launch_config",

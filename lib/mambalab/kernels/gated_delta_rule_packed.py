@@ -100,7 +100,7 @@ def fused_recurrent_gated_delta_rule_packed_decode(
             raise ValueError(f"{name} must be a tensor of shape (HV,) = ({HV},), got {tuple(t.shape)}")
     _launch(q, k, v, a3, b3, scale, initial_state, True, None, ssm_state_indices, None, use_qk_l2norm_in_kernel,
             null_block_id, bugs, A_log=A_log.contiguous(), dt_bias=dt_bias.contiguous(),
-            early_state_load=early_state_load, out=out)
+            early_state_load=early_state_load, out=out, name="fused_recurrent_gated_delta_rule_packed_decode")
     return out, initial_state
 
 

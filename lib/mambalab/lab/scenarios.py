@@ -193,7 +193,7 @@ def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
     out: list[str] = []
     if verdict.illegal is not None and verdict.illegal.from_sanitizer:
         i = verdict.illegal
-        if "gated_delta" in str(i.kernel) and "indices" in str(i.arg):
+        if "delta_rule" in str(i.kernel) and "indices" in str(i.arg):
             what = ("the GDN kernel read column num_accepted_tokens - 1 = -1 of the state indices "
                     "(an accepted count of 0, unbounded load): before the tensor")
         elif "state" in str(i.arg) and "indices" not in str(i.arg):
@@ -236,7 +236,7 @@ def signatures(records: list[StepRecord], verdict: Verdict) -> list[str]:
     if verdict.crash is not None and verdict.crash.kind == "startup":
         out.append("crash while capturing CUDA graphs at start-up")
         ill = verdict.crash.illegal
-        if ill is not None and "gated_delta" in str(ill.kernel) and "indices" in str(ill.arg):
+        if ill is not None and "delta_rule" in str(ill.kernel) and "indices" in str(ill.arg):
             out.append("the capture batch's padded rows carry num_accepted_tokens = 0; the GDN kernel "
                        "loads column num_accepted_tokens - 1 = -1 unbounded: row 0 reads before the "
                        "state-index tensor (the Mamba SSU clamps max(num_accepted - 1, 0))")

@@ -11,7 +11,8 @@ bugs show up exactly as they do in vLLM:
 * :class:`GatedDeltaNetMixer` mirrors the gated-delta-net layer of
   ``vllm/model_executor/models/qwen3_next.py`` (``in_proj`` -> ``q, k, v, a, b``,
   a causal conv over ``qkv`` with SiLU, ``g = -exp(A_log) softplus(a + dt_bias)``,
-  ``beta = sigmoid(b)``, ``fused_recurrent_gated_delta_rule`` with the
+  ``beta = sigmoid(b)`` computed in the kernel (vLLM 0.33's packed decode, or
+  ``fused_sigmoid_gating_delta_rule_update`` with speculation) with the
   in-kernel L2 norm, ``out_proj``);
 * :class:`TinyHybridModel` stacks them pre-norm with residuals (RMSNorm, as in
   ``Qwen3NextDecoderLayer``) between an embedding and an ``lm_head``.
