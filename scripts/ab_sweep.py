@@ -49,26 +49,16 @@ def register_cap(kernels) -> list[int]:
 
 
 # While set, every timed launch is preceded by a torch kernel that does not trigger its dependents (as the torch ops
-# before a layer's kernel in a model), and the graph of those neighbours alone is subtracted: in the bench a launch's
-# neighbour is the previous launch of the same kernel, which lets PDL overlap the two (call 136).
+# before a layer's kernel in a model), and the graph of those neighbours alone is subtracted
+# (``bench.time_graph_after_torch``): in the bench a launch's neighbour is the previous launch of the same kernel,
+# which lets PDL overlap the two (call 136).
 NEIGHBOUR = [False]
-_bufs: list = []
-
-
-def _neighbour(i: int) -> None:
-    if not _bufs:
-        _bufs.extend(torch.zeros(1 << 16, device="cuda") for _ in range(2))
-    _bufs[i % 2].mul_(0.5)
 
 
 def timed(case, impl: str) -> float:
     """µs a launch of ``impl`` ("mambalab" with every fix on, or "vllm") on ``case``, the bench's timing."""
     calls = bench._timed_calls(case, impl, BUDGET, FIX if impl == "mambalab" else None)
-    if not NEIGHBOUR[0]:
-        us = bench.time_graph(calls, REP)
-    else:
-        us = bench.time_graph([(lambda i=i, c=c: (_neighbour(i), c())) for i, c in enumerate(calls)], REP)
-        us -= bench.time_graph([(lambda i=i: _neighbour(i)) for i in range(len(calls))], REP)
+    us = bench.time_graph_after_torch(calls, REP) if NEIGHBOUR[0] else bench.time_graph(calls, REP)
     del calls
     return us
 

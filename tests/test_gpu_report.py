@@ -197,3 +197,30 @@ def test_comparison_tables_say_what_the_rows_say(three_way):
         assert name in summary
     text = gr.comparison_provenance(three_way)
     assert "vLLM 0.33" in text and "vllm_baseline.py" in text and "recorded numbers" in text
+
+
+def test_after_torch_column_and_summary_line(tmp_path):
+    """Rows timed after a torch kernel (``Row.us_after_torch``) get their own ratio, a table column and a summary
+    line counting the rows behind vLLM there; a run without them shows neither."""
+    def pair(batch, ml, vl, ml_nb=None, vl_nb=None):
+        kw = dict(act="bf16", z="none", pools="cloned", agree=True)
+        return [Row("ssu", "mambalab", "fp32", batch, batch, ml, 0.0, 50.0, "skip", us_after_torch=ml_nb, **kw),
+                Row("ssu", "vllm", "fp32", batch, batch, vl, 0.0, 40.0, "skip", us_after_torch=vl_nb, **kw)]
+    rows = pair(1, 2.0, 3.0, 3.5, 3.0) + pair(8, 10.0, 12.0, 11.0, 12.1) + pair(64, 100.0, 105.0)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"environment": {"device": "D"}, "copy_gbps": 4000.0,
+                                "rows": [r.__dict__ for r in rows]}))
+    data = gr.load(path)
+    by_batch = {r["batch"]: r for r in gr.comparison_rows(data)}
+    assert by_batch[1]["speedup_after_torch"] == pytest.approx(3.0 / 3.5)
+    assert by_batch[8]["speedup_after_torch"] == pytest.approx(12.1 / 11.0)
+    assert by_batch[64]["speedup_after_torch"] is None
+    table = gr.comparison_table(data, "ssu")
+    assert "after torch" in table.splitlines()[0] and "0.86x" in table and "1.10x" in table
+    assert "after a torch kernel that does not trigger PDL (batch <= 16): 2 rows timed, slower than vLLM in 1 " \
+           "(0.86x at the least)" in gr.comparison_summary(data)
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"environment": {"device": "D"}, "copy_gbps": 4000.0,
+                                 "rows": [r.__dict__ for r in pair(1, 2.0, 3.0)]}))
+    old = gr.load(plain)
+    assert "after torch" not in gr.comparison_table(old, "ssu") and "after a torch" not in gr.comparison_summary(old)

@@ -6,7 +6,7 @@ PDL. Time per pair, and each kernel alone in the bench's harness (after itself);
 kernel adds after the conv. Also the speculative GDN rows (T = 2 at 8 / 64 / 256) after the gates were hoisted out of
 the speculative streaming kernel's block loop. Call 146 ran it again with ``NEIGHBOUR=1``: before each pair a torch
 kernel that does not trigger PDL (as the previous layer's ``out_proj`` / ``in_proj`` in a model: the conv follows
-torch ops), the graph of those kernels alone subtracted (``ab_sweep.NEIGHBOUR``'s harness); only the pairs.
+torch ops), the graph of those kernels alone subtracted (``bench.time_graph_after_torch``'s harness); only the pairs.
 
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call145-layer-pairs.py
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT NEIGHBOUR=1 python3 docs/results/issue14-call145-layer-pairs.py
@@ -18,7 +18,6 @@ import sys
 sys.path[:0] = ["lib", "scripts"]
 import torch  # noqa: E402
 
-import ab_sweep  # noqa: E402
 from mambalab.gpu import bench  # noqa: E402
 from mambalab.gpu.bench_cases import ConvCase, GDNCase, SSUCase, agreement  # noqa: E402
 from mambalab.lab.bugs import BugConfig  # noqa: E402
@@ -41,9 +40,9 @@ def pair(conv, second, impl):
     a, b = calls(conv, impl), calls(second, impl)
     n = min(len(a), len(b))
     if NB:
-        both = bench.time_graph([(lambda i=i, x=x, y=y: (ab_sweep._neighbour(i), x(), y()))
+        both = bench.time_graph([(lambda i=i, x=x, y=y: (bench.torch_neighbour(i), x(), y()))
                                  for i, (x, y) in enumerate(zip(a[:n], b[:n]))])
-        both -= bench.time_graph([(lambda i=i: ab_sweep._neighbour(i)) for i in range(n)])
+        both -= bench.time_graph([(lambda i=i: bench.torch_neighbour(i)) for i in range(n)])
     else:
         both = bench.time_graph([(lambda x=x, y=y: (x(), y())) for x, y in zip(a[:n], b[:n])])
     alone_conv, alone = bench.time_graph(a[:n]), bench.time_graph(b[:n])

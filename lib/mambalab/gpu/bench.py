@@ -75,6 +75,7 @@ class Row:
     tokens: int = 1  # tokens per request: 1 = a decode step, 2..4 = speculative decoding
     agree: bool | None = None  # the agreement gate with the other implementations (None: not checked)
     dt: str = "head"  # SSU: A, dt, dt_bias, D one per head, broadcast ("head", mamba_mixer2) or per element
+    us_after_torch: float | None = None  # µs/call, each launch after a torch kernel that does not trigger PDL
 
     @property
     def config(self) -> str:
@@ -112,6 +113,10 @@ VARIANT_BATCHES = [1, 8, 64, 256, 512]  # batches of the secondary variants (z, 
 # fla-core 0.6.0's fused_recurrent faulted (illegal address) at batch 512 in the bench's process on
 # the H200, after batches 1..256 had run (docs/results/gpu-session-notes.md): not timed above this.
 FLA_MAX_BATCH = 256
+# The small-batch compared rows (pools cloned, A/dt per head) are also timed after a torch kernel that does not trigger
+# programmatic dependent launch (``time_graph_after_torch``): in the plain graph a launch follows the previous launch
+# of the same kernel, which lets mambalab's kernels (PDL) overlap it; in a model the kernel before may not.
+AFTER_TORCH_MAX_BATCH = 16
 BENCH_REP_MS = 60  # do_bench's repetition time per row (its warm-up: a quarter of it)
 
 
@@ -148,6 +153,23 @@ def time_graph(calls: list[Callable[[], object]], rep_ms: int | None = None) -> 
     rep = rep_ms or BENCH_REP_MS
     ms = triton.testing.do_bench(graph.replay, warmup=max(rep // 4, 5), rep=rep, return_mode="median")
     return ms * 1e3 / len(calls)
+
+
+_torch_bufs: list[torch.Tensor] = []
+
+
+def torch_neighbour(i: int) -> None:
+    """A torch kernel that does not trigger its dependents (a ``mul_`` on 256 KiB; two buffers, alternating)."""
+    if not _torch_bufs:
+        _torch_bufs.extend(torch.zeros(1 << 16, device="cuda") for _ in range(2))
+    _torch_bufs[i % 2].mul_(0.5)
+
+
+def time_graph_after_torch(calls: list[Callable[[], object]], rep_ms: int | None = None) -> float:
+    """Microseconds per call when each call follows :func:`torch_neighbour` in the graph, the graph of those torch
+    kernels alone subtracted: what a launch costs after a kernel that does not let it start early."""
+    both = time_graph([(lambda i=i, c=c: (torch_neighbour(i), c())) for i, c in enumerate(calls)], rep_ms)
+    return both - time_graph([(lambda i=i: torch_neighbour(i)) for i in range(len(calls))], rep_ms)
 
 
 def time_eager(calls: list[Callable[[], object]], pools: int = 4) -> tuple[float, float]:
@@ -318,14 +340,16 @@ def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
                 if not agree:
                     print(f"# GATE FAILED {config_key(k, state, act, z, pools, T, dt)} batch {active}/{captured}: "
                           f"{msg}", flush=True)
+            after_torch = len(impls) > 1 and active <= AFTER_TORCH_MAX_BATCH and pools == "cloned" and dt == "head"
             for impl in impls:
                 bugs = NULL_ROW_MODES[mode] if impl == "mambalab" else None
                 calls = _timed_calls(case, impl, budget, bugs)
                 us = time_graph(calls)
+                us_nb = time_graph_after_torch(calls) if after_torch else None
                 del calls
                 gbps = case.nbytes / (us * 1e-6) / 1e9
                 rows.append(Row(k, impl, state, active, captured, us, gbps, 100 * gbps / copy_gbps, mode,
-                                act, z, pools, T, agree, dt))
+                                act, z, pools, T, agree, dt, us_nb))
                 print(_fmt(rows[-1]), flush=True)
             # fla-core: dense fp32 state, no slot indices: the unpadded decode rows of fp32 state, timed last
             if ("fla" in others[k] and state == "fp32" and act == "bf16" and T == 1 and active == captured
@@ -350,14 +374,15 @@ def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
 
 def _fmt(r: Row) -> str:
     gate = {None: "", True: "ok", False: "FAIL"}[r.agree]
+    nb = "" if r.us_after_torch is None else f"{r.us_after_torch:.2f}"
     zcol = (r.z + ("" if r.dt == "head" else f", dt/{r.dt}")) if r.kernel == "ssu" else ""
     return (f"| {r.kernel} | {r.impl} | {r.dtype} | {r.act or r.dtype} | {zcol} | "
             f"{r.pools} | {r.tokens} | {r.batch} | {r.captured} | {r.null_rows} | {r.us:.2f} | "
-            f"{r.gbps:.0f} | {r.pct_copy:.0f}% | {gate} |")
+            f"{r.gbps:.0f} | {r.pct_copy:.0f}% | {gate} | {nb} |")
 
 
 HEADER = ("| kernel | impl | state | act | z | pools | T | batch | captured | padded rows | µs/call | GB/s | "
-          "% of copy | gate |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "% of copy | gate | µs after torch |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def environment() -> dict:

@@ -446,17 +446,20 @@ def comparison_rows(data: BenchData) -> list[dict]:
         need = SPEEDUP_WHERE_SLOW if vl.pct_copy < SLOW_BASELINE_PCT else 1.0
         speedup = vl.us / ml.us
         fla = impls.get("fla")
+        nb = None if ml.us_after_torch is None or vl.us_after_torch is None else vl.us_after_torch / ml.us_after_torch
         out.append(dict(kernel=ml.kernel, config=config, batch=batch, captured=captured, tokens=ml.tokens,
                         mambalab_us=ml.us, mambalab_pct=ml.pct_copy, vllm_us=vl.us, vllm_pct=vl.pct_copy,
                         fla_pct=None if fla is None else fla.pct_copy, speedup=speedup, need=need,
-                        met=speedup >= need, gate=ml.agree))
+                        met=speedup >= need, gate=ml.agree, speedup_after_torch=nb))
     return out
 
 
 def comparison_table(data: BenchData, kernel: str, *, tokens: int | None = 1, batches=None,
                      configs: list[str] | None = None, speculative: bool = False) -> Text:
     """% of copy for mambalab / vLLM 0.33 / fla-core per configuration and batch, vLLM's time over
-    mambalab's, the target (1.1x where vLLM is under 80% of copy, else 1x) and the agreement gate.
+    mambalab's, the target (1.1x where vLLM is under 80% of copy, else 1x) and the agreement gate; where the run
+    timed them (``bench.AFTER_TORCH_MAX_BATCH``), vLLM's time over mambalab's after a torch kernel that does not
+    trigger PDL ("after torch": the harness where mambalab's launches cannot overlap the one before).
 
     ``tokens``: only rows of that many tokens a request (None: all); ``speculative``: only T > 1."""
     rows = [r for r in comparison_rows(data) if r["kernel"] == kernel
@@ -465,16 +468,18 @@ def comparison_table(data: BenchData, kernel: str, *, tokens: int | None = 1, ba
             and (configs is None or r["config"] in configs)
             and (not speculative or r["tokens"] > 1)]
     rows.sort(key=lambda r: (r["config"], r["tokens"], r["captured"], r["batch"]))
+    nb = any(r["speedup_after_torch"] is not None for r in rows)
     head = (f"{'configuration':<56} {'batch':>7} {'mambalab':>9} {'vLLM':>6} {'fla':>5} {'vLLM/ml':>8} "
-            f"{'target':>7}  gate")
+            f"{'target':>7}  gate" + ("  after torch" if nb else ""))
     lines = [head, "-" * len(head)]
     for r in rows:
         b = f"{r['batch']}" if r["batch"] == r["captured"] else f"{r['batch']}>{r['captured']}"
         fla = "-" if r["fla_pct"] is None else f"{r['fla_pct']:.0f}%"
         mark = "met" if r["met"] else "MISS"
         gate = {True: "ok", False: "FAIL", None: "-"}[r["gate"]]
+        after = "" if not nb else ("" if r["speedup_after_torch"] is None else f"  {r['speedup_after_torch']:>10.2f}x")
         lines.append(f"{r['config']:<56} {b:>7} {r['mambalab_pct']:>8.0f}% {r['vllm_pct']:>5.0f}% {fla:>5} "
-                     f"{r['speedup']:>7.2f}x {r['need']:>4.1f}x {mark:<4} {gate}")
+                     f"{r['speedup']:>7.2f}x {r['need']:>4.1f}x {mark:<4} {gate:<4}{after}".rstrip())
     return Text("\n".join(lines))
 
 
@@ -493,6 +498,10 @@ def comparison_summary(data: BenchData) -> Text:
         lines.append(f"{KERNEL_NAMES[k]}: {len(mine)} rows; target met in {len(mine) - len(behind) - len(short)}; "
                      f"slower than vLLM in {len(behind)}; ahead but under 1.1x where vLLM < 80% in {len(short)}; "
                      f"speculative rows {len(spec)} (met {sum(r['met'] for r in spec)}); gate failures {gate_fail}")
+        nb = [r["speedup_after_torch"] for r in mine if r["speedup_after_torch"] is not None]
+        if nb:
+            lines.append(f"  after a torch kernel that does not trigger PDL (batch <= 16): {len(nb)} rows timed, "
+                         f"slower than vLLM in {sum(x < 1.0 for x in nb)} ({min(nb):.2f}x at the least)")
     for k in ("ssu", "gdn"):
         for state in ("fp32", "bf16"):
             key = f"{k} state={state} act=bf16" + (" z=none" if k == "ssu" else "") + " pools=cloned"
