@@ -93,10 +93,10 @@ def as_gpu(sms: int = 132):
     conv_rule, conv_decode, conv_window = conv_mod.decode_launch_config, conv_mod.decode_kernel, conv_mod.window_kernel
     patches = [
         (gdn_mod, "_num_sms", lambda device: sms),
-        (gdn_mod, "_streams_on", lambda device: True),
+        (gdn_mod, "_gpu_rules_on", lambda device: True),
         (gdn_mod, "heads_per_program", lambda HV, device: 1),
         (gdn_mod, "use_pdl", lambda device: True),
-        (ssu_mod, "_streams_on", lambda device: True),
+        (ssu_mod, "_gpu_rules_on", lambda device: True),
         (ssu_mod, "use_pdl", lambda device: True),
         (common_mod, "use_pdl", lambda device: True),  # the conv's, looked up at each launch
         (ssu_kernels, "fast_softplus_on", lambda device: ssu_kernels.FAST_SOFTPLUS),

@@ -1,7 +1,7 @@
 """The GDN general kernel's early store-slot load (``gated_delta_rule.SPEC_EARLY_DST``, sequences by element
 size: with one slot a token, each token's store slot is loaded, masked to the index row, with the token's inputs
 instead of after its output) against the kernel without it: the same bytes on the interpreter, within rounding on a
-GPU, the reference, untouched slots. The rule is GPU-only (``_streams_on``) and forced here, with one head a program
+GPU, the reference, untouched slots. The rule is GPU-only (``_gpu_rules_on``) and forced here, with one head a program
 and the streaming kernels off, so every launch is the general kernel's.
 """
 

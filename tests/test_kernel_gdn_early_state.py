@@ -103,7 +103,7 @@ def test_the_switch_reaches_the_general_kernel_only_under_pdl(monkeypatch, N, T,
         return real(kernel, grid, *args, **kwargs)
 
     monkeypatch.setattr(gdn.sanitizer, "launch", spy)
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: False)  # the general kernel at every batch
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: False)  # the general kernel at every batch
     monkeypatch.setattr(gdn, "EARLY_STATE_MAX_SEQ_HEADS", 8)  # 4 sequences x 2 heads: taken; 8 x 2: not
     gen = _gen(140)
     q, k, v, g, beta = make_inputs(gen, B=N, T=T, H=1, HV=2, K=8, V=8)

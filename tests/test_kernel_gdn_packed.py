@@ -54,7 +54,7 @@ def _force(monkeypatch, path):
         return spy_launches(monkeypatch, gdn)
     monkeypatch.setattr(gdn, "STREAM", stream)
     monkeypatch.setattr(gdn, "STREAM_EARLY_STATE", early)
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)  # the GPU's launch rule
     return spy_launches(monkeypatch, gdn)
 
@@ -113,7 +113,7 @@ def test_fused_gating_speculative_matches_reference(act, state, stream, monkeypa
     ``num_accepted_tokens``), on the speculative streaming kernel where forced."""
     if stream:
         monkeypatch.setattr(gdn, "SPEC_STREAM", {4: (4, 2, 2, 1, 1 << 30, 1), 2: (4, 2, 2, 1, 1 << 30, 1)})
-        monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+        monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
         monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
     seen = spy_launches(monkeypatch, gdn)
     gen = _gen(320)
@@ -192,7 +192,7 @@ def test_packed_decode_bad_inputs_raise_clear_errors(what, mutate, match):
 def test_small_batch_rule_takes_four_rows_on_a_gpu(N, spec, rows, monkeypatch):
     """``SMALL_N_BV``: one token a sequence, at most two sequences, on a GPU: 4 value rows a program (the general
     kernel; the interpreter keeps its heads kernel). The results do not depend on it."""
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
     monkeypatch.setattr(gdn, "STREAM", {})
     monkeypatch.setattr(gdn, "SPEC_STREAM", {})

@@ -1,6 +1,6 @@
 """The GDN general kernel's early index load (``gated_delta_rule.EARLY_INDEX``: the slot's loads issued with
 cu_seqlens', before the empty-sequence test) against the kernel without it: the same bytes on the interpreter, the
-reference within tolerance on a GPU. The rule is GPU-only (``_streams_on``) and forced here, with the GPU's one head
+reference within tolerance on a GPU. The rule is GPU-only (``_gpu_rules_on``) and forced here, with the GPU's one head
 a program; the streaming kernels are switched off so that every launch is the general kernel's.
 """
 
@@ -29,7 +29,7 @@ def general_kernel_launches(monkeypatch, switch: str) -> list:
     """The general kernel at every batch, one head a program (as on a GPU, the streaming kernels off); returns
     ``(kernel, its launch's value of the constexpr switch)`` for every launch."""
     monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     monkeypatch.setattr(gdn, "STREAM", {})
     monkeypatch.setattr(gdn, "SPEC_STREAM", {})
     seen = []
@@ -111,7 +111,7 @@ def test_the_default_early_index_rule(monkeypatch):
     and speculative ones), a bf16 state from 128 (speculative rows of 3+ tokens); not below, not the streaming
     kernels, not without indices. (The launch is caught, not run.)"""
     monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     seen = []
     monkeypatch.setattr(gdn.sanitizer, "launch",
                         lambda kernel, grid, *a, **kw: seen.append((kernel, kw.get("EARLY_INDEX", False))))

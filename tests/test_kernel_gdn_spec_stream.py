@@ -1,6 +1,6 @@
 """The GDN streaming kernel for speculative decoding (2-D indices, several tokens a sequence, state blocks
 through a pipelined loop) against the reference, on the interpreter and, unchanged, on a GPU. The rule
-``gated_delta_rule.SPEC_STREAM`` is forced here (GPU-only by default: ``_streams_on``), with the GPU's one
+``gated_delta_rule.SPEC_STREAM`` is forced here (GPU-only by default: ``_gpu_rules_on``), with the GPU's one
 head a program (``heads_per_program``).
 """
 
@@ -30,7 +30,7 @@ STATE_DTYPES = [
 def launched(monkeypatch):
     """Force the rule (every batch), the GPU's one head a program; return the kernels launched."""
     monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     monkeypatch.setattr(gdn, "SPEC_STREAM_MAX_TOKENS", 8)  # the kernel takes any width; the rule stops at 2
     seen = []
     real = gdn.sanitizer.launch
@@ -118,7 +118,7 @@ def test_spec_stream_zero_accepted_reads_the_null_block(launched, monkeypatch):
 
 
 def test_the_interpreter_keeps_the_general_kernel():
-    assert not gdn._streams_on(torch.device("cpu"))
+    assert not gdn._gpu_rules_on(torch.device("cpu"))
 
 
 def test_spec_stream_rule_leaves_other_launches_alone(launched, monkeypatch):
@@ -153,7 +153,7 @@ def test_the_default_rule(monkeypatch):
     """As measured on an H200: a bf16 state with two columns from 64 sequences; not three columns, not fp32,
     not fewer sequences. (The launch is caught, not run.)"""
     monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     seen = []
     monkeypatch.setattr(gdn.sanitizer, "launch", lambda kernel, grid, *a, **kw: seen.append(kernel))
     for N, T, state_dtype, streams in ((64, 2, torch.bfloat16, True), (256, 2, torch.bfloat16, True),
@@ -211,7 +211,7 @@ def test_the_default_token_stages_rule(monkeypatch):
     """As measured on an H200: a bf16 state from 128 sequences, 3 stages; not fp32, not 64 sequences, not
     where the streaming kernel takes the launch (two columns). (The launch is caught, not run.)"""
     monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     seen = []
     monkeypatch.setattr(gdn.sanitizer, "launch",
                         lambda kernel, grid, *a, **kw: seen.append((kernel, kw.get("TOKEN_STAGES", 0))))

@@ -1,6 +1,6 @@
 """The GDN streaming kernel (one token a sequence, state blocks through a pipelined loop) against the
 reference, on the interpreter and, unchanged, on a GPU. The rule ``gated_delta_rule.STREAM`` is forced here
-(GPU-sized and GPU-only by default: ``_streams_on``), with the GPU's one head a program
+(GPU-sized and GPU-only by default: ``_gpu_rules_on``), with the GPU's one head a program
 (``heads_per_program``); ``block_v`` is left alone, it turns the streaming kernel off.
 """
 
@@ -37,7 +37,7 @@ def _launched_kernels(monkeypatch):
 def test_stream_kernel_matches_reference(dtype, state_dtype, rb, nb, stages, V, monkeypatch):
     """Padded rows (null slots) included; untouched slots, the null block too, bit-identical."""
     monkeypatch.setattr(gdn, "STREAM", {state_dtype.itemsize: (rb, nb, stages, 1, 1 << 30)})
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     seen = _launched_kernels(monkeypatch)
     gen = _gen(90 + rb + V)
     N, H, HV, K = 6, 1, 2, 16
@@ -59,7 +59,7 @@ def test_stream_kernel_varlen_rows_of_other_lengths(monkeypatch):
     """cu_seqlens with as many tokens as sequences, but of lengths 1, 0, 2, 1: the empty sequence touches
     nothing, the two-token one takes the general path inside the same launch."""
     monkeypatch.setattr(gdn, "STREAM", {4: (4, 2, 2, 1, 1 << 30)})
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     seen = _launched_kernels(monkeypatch)
     gen = _gen(97)
     lens = [1, 0, 2, 1]
@@ -81,9 +81,9 @@ def test_stream_kernel_varlen_rows_of_other_lengths(monkeypatch):
 def test_stream_rule_leaves_other_launches_alone(monkeypatch):
     """Several tokens a sequence, batches outside the rule's range and an explicit block_v keep the general
     kernel; the interpreter keeps it by default."""
-    assert not gdn._streams_on(torch.device("cpu"))
+    assert not gdn._gpu_rules_on(torch.device("cpu"))
     monkeypatch.setattr(gdn, "STREAM", {4: (4, 2, 2, 4, 6)})
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     seen = _launched_kernels(monkeypatch)
     gen = _gen(98)
     for N, T, bv in ((4, 2, None), (2, 1, None), (8, 1, None), (4, 1, 4)):
@@ -102,7 +102,7 @@ def test_stream_early_state_same_bytes(dtype, state_dtype, lens, monkeypatch):
     as the pipelined loop, padded rows and sequences of other lengths included, and only with the caller's
     ``early_state_load`` promise."""
     monkeypatch.setattr(gdn, "STREAM", {state_dtype.itemsize: (4, 2, 2, 1, 1 << 30)})
-    monkeypatch.setattr(gdn, "_streams_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     seen = _launched_kernels(monkeypatch)
     gen = _gen(131)
     H, HV, K, V = 1, 2, 16, 12

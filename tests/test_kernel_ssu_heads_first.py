@@ -59,7 +59,7 @@ def test_heads_first_gives_the_same_bytes(monkeypatch, dtypes, form):
                      **FORMS[form][0])
     kw, written = _kwargs(form, case, seed + 1)
     _one_head(monkeypatch)
-    monkeypatch.setattr(ssu, "_streams_on", lambda device: True)  # the GPU's rules (several requests a program)
+    monkeypatch.setattr(ssu, "_gpu_rules_on", lambda device: True)  # the GPU's rules (several requests a program)
     monkeypatch.setattr(untied, "UNTIED_REQS", {s: [(ROWS, 1, 1 << 30, 0)] for s in (2, 4)}
                         if form == "untied-reqs" else {})
     seen = spy_launches(monkeypatch, ssu)
@@ -95,7 +95,7 @@ def test_the_rule(monkeypatch, state, z, tokens, gpu, taken, tied):
     seen: list[dict] = []  # the launch is only looked at: a bf16 pool on the CPU is never run
     monkeypatch.setattr(ssu.sanitizer, "launch", lambda kernel, grid, *a, **k: seen.append(dict(k, kernel=kernel)))
     _one_head(monkeypatch)
-    monkeypatch.setattr(ssu, "_streams_on", lambda device: gpu)
+    monkeypatch.setattr(ssu, "_gpu_rules_on", lambda device: gpu)
     case = make_case(9, rows=2, tokens=2 * tokens, nheads=HEADS, dim=8, dstate=16, slots=8, ngroups=2, tied=tied,
                      has_z=z)
     kw = dict(state_batch_indices=random_slot_indices(2, 8, columns=tokens if tokens > 1 else None,

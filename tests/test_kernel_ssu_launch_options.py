@@ -56,7 +56,7 @@ def _spy(monkeypatch) -> list[dict]:
 @pytest.fixture
 def launches(monkeypatch):
     """The GPU's launch rules on any device (one head a program); the launches' keywords."""
-    monkeypatch.setattr(ssu, "_streams_on", lambda device: True)
+    monkeypatch.setattr(ssu, "_gpu_rules_on", lambda device: True)
     monkeypatch.setattr(ssu, "choose_launch_config", lambda *a, **k: LaunchConfig(block_m=4, num_warps=1))
     return _spy(monkeypatch)
 

@@ -30,7 +30,7 @@ def _gpu_like_launch(monkeypatch, reqs, rows=0):
         return LaunchConfig(block_m=min(cfg.block_m, 4), num_warps=1)  # several row blocks a head, too
 
     monkeypatch.setattr(ssu, "choose_launch_config", one_head)
-    monkeypatch.setattr(ssu, "_streams_on", lambda device: True)
+    monkeypatch.setattr(ssu, "_gpu_rules_on", lambda device: True)
     monkeypatch.setattr(untied, "UNTIED_REQS", {4: [(reqs, 1, 1 << 30, rows)], 2: [(reqs, 1, 1 << 30, rows)]}
                         if reqs else {})
 

@@ -47,7 +47,7 @@ def test_the_zigzag_is_a_permutation(n):
 
 def _twice(monkeypatch, module, run, switch="ZIGZAG_ROWS"):
     """``run()`` with the module's zigzag ``switch`` off, then on (the GPU's rules forced): both results."""
-    monkeypatch.setattr(module, "_streams_on", lambda device: True)
+    monkeypatch.setattr(module, "_gpu_rules_on", lambda device: True)
     monkeypatch.setattr(module, switch, False)
     plain = run()
     monkeypatch.setattr(module, switch, True)

@@ -10,7 +10,7 @@ does, so a user swapping vLLM's kernel for ours imports the function:
 | ``mamba_ssm.py`` / ``mamba_ssm_ref.py`` | ``vllm/model_executor/layers/mamba/ops/mamba_ssm.py`` |
 | ``causal_conv1d.py`` / ``causal_conv1d_ref.py`` | ``vllm/model_executor/layers/mamba/ops/causal_conv1d.py`` |
 | ``gated_delta_rule.py`` / ``gated_delta_rule_ref.py`` | ``vllm/third_party/flash_linear_attention/ops/fused_recurrent.py`` |
-| ``gated_delta_rule_packed.py`` | ``fused_recurrent_gated_delta_rule_packed_decode`` in the same file (Qwen3-Next's decode) |
+| ``gated_delta_rule_packed.py`` | its ``fused_recurrent_gated_delta_rule_packed_decode`` (Qwen3-Next's decode) |
 | ``common.py`` | (ours) the guard every kernel shares, one per ``GuardMode`` |
 | ``*_requests.py`` | (ours) the CPU interpreter's one-token launches: every live request in one program |
 | ``testing.py`` | (ours) poison, slot indices and tolerances for proving a kernel correct |

@@ -339,8 +339,8 @@ def heads_per_program(HV: int, device: torch.device) -> int:
 EARLY_STATE_LOAD, EARLY_STATE_MAX_SEQ_HEADS = True, 64 * 32  # one token or several a sequence alike
 
 
-def _streams_on(device: torch.device) -> bool:
-    """Whether :data:`STREAM` applies on ``device``: a GPU (the interpreter keeps the general kernel)."""
+def _gpu_rules_on(device: torch.device) -> bool:
+    """Whether the GPU's launch rules (:data:`STREAM`, :data:`SMALL_N_BV`, ...) apply on ``device``: a GPU."""
     return device.type == "cuda"
 
 
@@ -372,16 +372,14 @@ def _launch(
     idx = ssm_state_indices
     if idx is None:
         indexed, s_idx = 0, (0, 0)
-    elif idx.dim() == 1:
-        indexed, s_idx = 1, (idx.stride(0), 0)
-    else:
-        indexed, s_idx = 2, tuple(idx.stride())
+    else:  # (N,) one slot a sequence, or (N, C) one a token
+        indexed, s_idx = (1, (idx.stride(0), 0)) if idx.dim() == 1 else (2, tuple(idx.stride()))
     num_cols = shapes.index_columns
 
     multi_token = B * T > N  # more tokens than requests: speculative decoding (or varlen prefill)
     BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device),
                                multi_token=multi_token and q.device.type == "cuda")
-    if _streams_on(q.device) and not multi_token and N <= SMALL_N_BV[0]:
+    if _gpu_rules_on(q.device) and not multi_token and N <= SMALL_N_BV[0]:
         BV = min(BV, SMALL_N_BV[1])
     heads = heads_per_program(HV, q.device) if block_h is None else block_h
     if heads < 1 or heads & (heads - 1) or HV % heads:
@@ -405,7 +403,7 @@ def _launch(
             kernel, extra = _gdn_requests_kernel, dict(extra, REQS=reqs)
         grid = (triton.cdiv(V, BV), HV // heads, 1 if reqs else N)
     stream = STREAM.get(state_in.element_size()) if (
-        _streams_on(q.device) and in_place and indexed == 1 and not multi_token and block_v is None) else None
+        _gpu_rules_on(q.device) and in_place and indexed == 1 and not multi_token and block_v is None) else None
     if stream and stream[3] <= N <= stream[4] and heads == 1:
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
@@ -415,25 +413,26 @@ def _launch(
         extra = dict(extra, EARLY_STATE=early, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl,
                      **({"launch_pdl": True} if pdl else {}))
     spec = SPEC_STREAM.get(state_in.element_size()) if (
-        _streams_on(q.device) and in_place and indexed == 2 and multi_token and block_v is None and heads == 1 and num_cols <= SPEC_STREAM_MAX_TOKENS) else None
+        _gpu_rules_on(q.device) and in_place and indexed == 2 and multi_token and block_v is None and heads == 1
+        and num_cols <= SPEC_STREAM_MAX_TOKENS) else None
     if spec and spec[3] <= N <= spec[4]:
         kernel = _gdn_spec_stream_kernel
         extra = dict(zip(("RB", "NB", "STAGES"), spec[:3]), TOKENS=num_cols)
         grid = (triton.cdiv(V, spec[0] * spec[1]), HV, N)
         nw = spec[5]
 
-    if kernel is _gdn_decode_kernel and multi_token and _streams_on(q.device):
+    if kernel is _gdn_decode_kernel and multi_token and _gpu_rules_on(q.device):
         stages = SPEC_TOKEN_STAGES.get(state_in.element_size(), 0) if N >= SPEC_TOKEN_STAGES_MIN_N else 0
         extra = dict(extra, TOKEN_STAGES=stages) if stages else extra
         early_dst = N <= SPEC_EARLY_DST.get(state_in.element_size(), 0) and indexed == 2 and in_place
         extra = dict(extra, EARLY_DST=True) if early_dst else extra
     early_index = EARLY_INDEX.get(state_in.element_size(), (1, 0))
-    if kernel is _gdn_decode_kernel and indexed and _streams_on(q.device) and early_index[0] <= N <= early_index[1]:
+    if kernel is _gdn_decode_kernel and indexed and _gpu_rules_on(q.device) and early_index[0] <= N <= early_index[1]:
         extra = dict(extra, EARLY_INDEX=True)
     if (kernel is _gdn_decode_kernel and early_state_load and EARLY_STATE_LOAD and use_pdl(q.device)
             and N * HV <= EARLY_STATE_MAX_SEQ_HEADS):
         extra = dict(extra, USE_PDL=True, EARLY_STATE=True, launch_pdl=True)
-    if ZIGZAG_ROWS and kernel is _gdn_decode_kernel and _streams_on(q.device):
+    if ZIGZAG_ROWS and kernel is _gdn_decode_kernel and _gpu_rules_on(q.device):
         extra = dict(extra, ZIGZAG=True)  # padded sequences among the first live ones, not a tail (a GPU only)
     dummy = q  # stands in for absent pointer arguments (never dereferenced)
     sanitizer.launch(

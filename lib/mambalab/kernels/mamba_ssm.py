@@ -312,9 +312,9 @@ class LaunchConfig:
 #   several tokens a request (speculative decoding, varlen): fp32 8 rows, bf16 16 rows
 #   A/dt per element ("untied": a full A tile and one exp per element, more registers): UNTIED_BLOCK_M
 BLOCK_M_TIED, BLOCK_M_TIED_SMALL, BLOCK_M_MULTI_TOKEN = {4: 16, 2: 16}, {4: 8, 2: 16}, {4: 8, 2: 16}
-# One token, A/dt per head, fp32 state, requests x heads in [lo, hi]: (rows, warps). Call 143 (issue14-call143-tiles.txt,
-# beside vLLM, in the bench / after a torch kernel): batch 4 1.036 / 0.968 -> 1.083 / 0.985x (fp32 activations 1.071 /
-# 0.966 -> 1.081 / 0.994x), 8 with z 1.024 / 0.986 -> 1.067 / 1.033x, 8 without even; 2 and 9 -> 16 slower, so not.
+# One token, A/dt per head, fp32 state, requests x heads in [lo, hi]: (rows, warps). Call 143 (beside vLLM, in the
+# bench / after a torch kernel; issue14-call143-tiles.txt): batch 4 1.036 / 0.968 -> 1.083 / 0.985x (fp32 activations
+# 1.071 / 0.966 -> 1.081 / 0.994x), 8 with z 1.024 / 0.986 -> 1.067 / 1.033x, 8 without even; 2 and 9 -> 16 slower.
 TIED_MID_FP32 = (3 * 128, 8 * 128, 8, 2)
 # Several tokens, requests x heads < SMALL_EFFECTIVE_BATCH: as above (4 rows lose at batch 8, call 10), 4 rows up to
 # MULTI_TOKEN_TINY (batch 1: T = 2-4 +3-18%, call 47; docs/benchmarks.md, issue14-call{10,47}-*.txt).
@@ -420,7 +420,7 @@ def launch_config_override(config: LaunchConfig) -> Iterator[LaunchConfig]:
         _override = previous
 
 
-def _streams_on(device: torch.device) -> bool:
+def _gpu_rules_on(device: torch.device) -> bool:
     """Whether the GPU's launch rules apply on ``device`` (the interpreter keeps its heads kernel)."""
     return device.type == "cuda"
 
@@ -507,7 +507,7 @@ def selective_state_update(
     has_idx = p.src is not None
     reqs, rows = (0, 0) if cfg.block_h > 1 or _override is not None else untied_reqs(
         p.num_requests, p.nheads, p.state.element_size(), tied=tied, one_token=one_token,
-        dst_is_src=has_idx and p.dst is p.src, on_gpu=_streams_on(p.state.device))
+        dst_is_src=has_idx and p.dst is p.src, on_gpu=_gpu_rules_on(p.state.device))
     if reqs:  # A/dt per element: several requests a program share its A tile (mamba_ssm_untied.py)
         kernel, heads, cfg = _ssu_untied_reqs_kernel, {"REQS": reqs}, LaunchConfig(rows or cfg.block_m, cfg.num_warps)
     zero2 = (0, 0)
@@ -522,7 +522,7 @@ def selective_state_update(
         p.state.element_size() >= 4 or (one_token and not tied))
     if heads_first:
         grid, launch_opts["HEADS_FIRST"] = (grid[0], grid[2], grid[1]), True
-        if ZIGZAG_ROWS and kernel is _ssu_kernel and _streams_on(p.state.device):
+        if ZIGZAG_ROWS and kernel is _ssu_kernel and _gpu_rules_on(p.state.device):
             launch_opts["ZIGZAG"] = True
     hint = (PREFETCH_STATE_MULTI_TOKEN if not one_token else PREFETCH_STATE if tied
             else PREFETCH_STATE_UNTIED).get(p.state.element_size())
@@ -532,7 +532,7 @@ def selective_state_update(
     if rh <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True
     if kernel is _ssu_kernel and _override is None:  # the unrolled speculative step, the register cap
-        launch_opts.update(mamba_ssm_kernels.ssu_kernel_options(p, one_token, _streams_on(p.state.device)))
+        launch_opts.update(mamba_ssm_kernels.ssu_kernel_options(p, one_token, _gpu_rules_on(p.state.device)))
     if cfg.block_h == 1:  # the GPU's one-head kernels: mamba_ssm_kernels.py, FAST_SOFTPLUS and HPG_CONSTEXPR
         launch_opts.update(mamba_ssm_kernels.one_head_options(p, tied, one_token, dt_softplus))
 
