@@ -191,8 +191,10 @@ def test_packed_decode_bad_inputs_raise_clear_errors(what, mutate, match):
                          ids=["two-seqs", "three-seqs", "two-seqs-speculative"])
 def test_small_batch_rule_takes_four_rows_on_a_gpu(N, spec, rows, monkeypatch):
     """``SMALL_N_BV``: one token a sequence, at most two sequences, on a GPU: 4 value rows a program (the general
-    kernel; the interpreter keeps its heads kernel). The results do not depend on it."""
+    kernel; the interpreter keeps its heads kernel). The launch takes :func:`launch_config`'s rows (an H200's SMs
+    forced here); the results do not depend on them."""
     monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
+    monkeypatch.setattr(gdn, "_num_sms", lambda device: 132)
     monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
     monkeypatch.setattr(gdn, "STREAM", {})
     monkeypatch.setattr(gdn, "SPEC_STREAM", {})
@@ -216,3 +218,15 @@ def test_small_batch_rule_takes_four_rows_on_a_gpu(N, spec, rows, monkeypatch):
     assert seen[-1]["BV"] == (rows if rows is not None else bv)
     assert_close(o, o_ref, torch.float32, "o")
     assert_close(pool, pool_ref, torch.float32, "pool")
+
+
+def test_small_batch_rule_in_launch_config():
+    """The rule on Qwen3-Next's shapes (K = V = 128, 32 value heads) with an H200's 132 SMs: the halving alone leaves
+    8 rows at 2 sequences; ``SMALL_N_BV`` takes 4 there and leaves 3 sequences, several tokens and the interpreter
+    (1 SM) alone."""
+    for size, three in ((2, 16), (4, 8)):
+        assert gdn.launch_config(128, 128, 32, 1, size, 132)[1] == 4
+        assert gdn.launch_config(128, 128, 32, 2, size, 132)[1] == 4
+        assert gdn.launch_config(128, 128, 32, 3, size, 132)[1] == three
+        assert gdn.launch_config(128, 128, 32, 2, size, 132, multi_token=True)[1] == gdn.MULTI_TOKEN_BV[size]
+    assert gdn.launch_config(12, 20, 2, 1, 4, 1)[1] == 16

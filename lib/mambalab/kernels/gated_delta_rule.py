@@ -298,7 +298,8 @@ def launch_config(
       most ``next_pow2(V)``, at least 4 (or less when V is smaller).
     * While the grid has fewer than 4 programs per SM, halve BV (down to 4):
       at small batch the step is latency-bound and more programs overlap the
-      load-compute-store chain.
+      load-compute-store chain; on a GPU (the interpreter passes 1 SM) at most
+      ``SMALL_N_BV[1]`` rows for up to ``SMALL_N_BV[0]`` sequences.
     * ``num_warps = 1``: many small programs per SM, so many load-compute-store
       chains overlap. Measured on an H200 (scripts/tune_launch.py; a first
       sweep of BV 4..64 x 1..8 warps, then BV x SPLIT): 95% of copy bandwidth
@@ -315,6 +316,8 @@ def launch_config(
     BV = max(min(_MIN_BV, bv_cap), BV)
     while BV > _MIN_BV and triton.cdiv(V, BV) * HV * N < 4 * num_sms:
         BV //= 2
+    if num_sms > 1 and N <= SMALL_N_BV[0]:
+        BV = min(BV, SMALL_N_BV[1])
     return BK, BV, _NUM_WARPS
 
 
@@ -379,8 +382,6 @@ def _launch(
     multi_token = B * T > N  # more tokens than requests: speculative decoding (or varlen prefill)
     BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device),
                                multi_token=multi_token and q.device.type == "cuda")
-    if _gpu_rules_on(q.device) and not multi_token and N <= SMALL_N_BV[0]:
-        BV = min(BV, SMALL_N_BV[1])
     heads = heads_per_program(HV, q.device) if block_h is None else block_h
     if heads < 1 or heads & (heads - 1) or HV % heads:
         raise ValueError(f"block_h must be a power of two dividing HV={HV}, got {heads}")
