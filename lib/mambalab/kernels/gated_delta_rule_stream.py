@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from mambalab.kernels.common import is_live_slot
-from mambalab.kernels.gated_delta_rule_kernels import _gdn_rows, _load_rows, _sigmoid_gates
+from mambalab.kernels.gated_delta_rule_kernels import _gdn_rows, _load_rows, _token_gates
 
 
 @triton.jit
@@ -159,11 +159,3 @@ def _gdn_spec_stream_kernel(
                       s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
                       HV, K, V, BK, True, 2, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
 
-
-@triton.jit
-def _token_gates(p_g, p_beta, t, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta, softplus_threshold):
-    """Token ``t``'s ``(decay, beta)`` from its ``a`` (at ``p_g``) and ``b`` (at ``p_beta``): Qwen3-Next's gates."""
-    b_a = tl.load(p_g + t * s_g_t).to(tl.float32)
-    b_b = tl.load(p_beta + t * s_beta_t).to(tl.float32)
-    b_g, b_beta = _sigmoid_gates(b_a, b_b, b_A, b_dtb, softplus_beta, softplus_threshold)
-    return tl.exp(b_g), b_beta
