@@ -161,19 +161,17 @@ def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | No
                 ssu_mod.selective_state_update(state, x, dt, A, B, B.clone(), dtb.clone(), dt_bias=dtb,
                                                z=None, dt_softplus=True, state_batch_indices=idx,
                                                out=x.clone(), early_state_load=True, **spec)
-            elif kernel_name == "gdn":
+            elif kernel_name == "gdn":  # as the GDN layer calls it in decode (vLLM 0.33's packed decode)
+                from mambalab.kernels.gated_delta_rule_packed import fused_recurrent_gated_delta_rule_packed_decode
+
                 g = bench.GDN
                 H, HV, K, V = g["H"], g["HV"], g["K"], g["V"]
-                q = torch.zeros(1, captured, H, K, dtype=torch.bfloat16)
-                v = torch.zeros(1, captured, HV, V, dtype=torch.bfloat16)
-                gg = torch.zeros(1, captured, HV)
-                beta = torch.zeros(1, captured, HV, dtype=torch.bfloat16)
-                cu = torch.arange(captured + 1, dtype=torch.int32)
+                mixed = torch.zeros(captured, 2 * H * K + HV * V, dtype=torch.bfloat16)
+                ab = torch.zeros(captured, HV, dtype=torch.bfloat16)
                 pool = torch.zeros(captured + 1, HV, V, K, dtype=dtype)
-                gdn_mod.fused_recurrent_gated_delta_rule(q, q.clone(), v, gg, beta, initial_state=pool,
-                                                         inplace_final_state=True, cu_seqlens=cu,
-                                                         ssm_state_indices=idx, use_qk_l2norm_in_kernel=True,
-                                                         early_state_load=True)
+                out = torch.empty(captured, 1, HV, V, dtype=torch.bfloat16)
+                fused_recurrent_gated_delta_rule_packed_decode(mixed, ab, ab.clone(), torch.zeros(HV), torch.zeros(HV),
+                                                               K ** -0.5, pool, out, idx, True, early_state_load=True)
             elif kernel_name == "conv":
                 from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
 
