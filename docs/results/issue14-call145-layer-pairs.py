@@ -39,12 +39,8 @@ NB = os.environ.get("NEIGHBOUR") == "1"
 def pair(conv, second, impl):
     a, b = calls(conv, impl), calls(second, impl)
     n = min(len(a), len(b))
-    if NB:
-        both = bench.time_graph([(lambda i=i, x=x, y=y: (bench.torch_neighbour(i), x(), y()))
-                                 for i, (x, y) in enumerate(zip(a[:n], b[:n]))])
-        both -= bench.time_graph([(lambda i=i: bench.torch_neighbour(i)) for i in range(n)])
-    else:
-        both = bench.time_graph([(lambda x=x, y=y: (x(), y())) for x, y in zip(a[:n], b[:n])])
+    pairs = [(lambda x=x, y=y: (x(), y())) for x, y in zip(a[:n], b[:n])]
+    both = bench.time_graph_after_torch(pairs) if NB else bench.time_graph(pairs)
     alone_conv, alone = bench.time_graph(a[:n]), bench.time_graph(b[:n])
     return both, alone_conv, alone
 
