@@ -3,6 +3,7 @@
 round trip (without PDL, as after the torch ops before the GDN layer's kernel) or the previous kernel's tail (under
 PDL). bf16 state, one token, against vLLM's packed decode. Variants: "base"; "pf1" plain hint from 16 sequences;
 "pf2" L2::evict_last; "pf1p" plain under PDL; "pf1-9" plain, the streaming kernel from 9 sequences. Both harnesses.
+Not taken: the switch exists at e492aa7 only, so run the script there.
 
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call150-gdn-prefetch.py
 """

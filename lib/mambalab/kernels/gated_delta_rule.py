@@ -253,7 +253,6 @@ ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
 # by state element size: (fewest, most sequences, zigzag under PDL). H200 (calls 129-136): fp32 8-32 +2-9%, +1-2% after
 # a torch op (no PDL trigger, as in the GDN layer); bf16 gains only beside a trigger, loses after a torch op (16 -11%).
 STREAM_EARLY_STATE: dict[int, tuple[int, int, bool]] = {4: (1, 1 << 30, True)}
-STREAM_PREFETCH: dict[int, tuple[int, int, int, bool]] = {}  # (mode, fewest, most sequences, under PDL)
 # Several tokens a sequence (2-D indices, in place, either gating): the streaming kernel for speculation
 # (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
 # most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
@@ -412,11 +411,7 @@ def _launch(
         lo, hi, zz = STREAM_EARLY_STATE.get(state_in.element_size(), (1, 0, False))
         early = early_state_load and lo <= N <= hi and stream[1] == 2
         pdl = early and use_pdl(q.device)  # the sequences zigzagged by the A/B switch, or with the early blocks
-        hint = STREAM_PREFETCH.get(state_in.element_size(), (0, 1, 0, False))
-        if not early and hint[0] and hint[1] <= N <= hint[2]:
-            pdl = hint[3] and early_state_load and use_pdl(q.device)
-            extra = dict(extra, PREFETCH=hint[0])
-        extra = dict(extra, EARLY_STATE=early, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl and early,
+        extra = dict(extra, EARLY_STATE=early, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl,
                      **({"launch_pdl": True} if pdl else {}))
     spec = SPEC_STREAM.get(state_in.element_size()) if (
         _gpu_rules_on(q.device) and in_place and indexed == 2 and multi_token and block_v is None and heads == 1

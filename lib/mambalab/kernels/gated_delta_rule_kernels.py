@@ -22,7 +22,7 @@ import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defin
 import triton
 import triton.language as tl
 
-from mambalab.kernels.common import is_live_slot, prefetch_rows_l2, program_row
+from mambalab.kernels.common import is_live_slot, program_row
 
 
 @triton.jit
@@ -224,7 +224,6 @@ def _gdn_stream_kernel(
     ZIGZAG: tl.constexpr = False,  # the sequences in the order 0, n-1, 1, ... (common.program_row; a GPU only)
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+), only with EARLY_STATE
     EARLY_STATE: tl.constexpr = False,  # NB == 2: the slot and both blocks read first (before the wait, with PDL)
-    PREFETCH: tl.constexpr = 0,  # an L2 hint for the program's rows once the slot is known (2: evict_last)
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
     ``HAS_INITIAL_STATE``, no ``num_accepted_tokens``), one token a sequence; with ``SIGMOID_GATING`` ``g`` and
@@ -239,7 +238,7 @@ def _gdn_stream_kernel(
     i_h = i_hv // (HV // H)
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
-        if not EARLY_STATE and not PREFETCH:
+        if not EARLY_STATE:
             tl.extra.cuda.gdc_wait()
     if IS_VARLEN:
         bos = tl.load(cu_seqlens + i_n).to(tl.int64)
@@ -252,12 +251,6 @@ def _gdn_stream_kernel(
     flat0 = i_b * T + bos
     slot = tl.load(state_indices + i_n * s_idx_n).to(tl.int64)
     live = is_live_slot(slot, null_block_id, GUARD)
-    if PREFETCH:  # the state's DRAM fetch overlaps q/k's round trip (and, under PDL, the previous kernel's tail)
-        if live:
-            rows = tl.minimum(i_v * NB * RB + tl.arange(0, NB * RB), V - 1)
-            prefetch_rows_l2(h0 + slot * s_h0_n + i_hv * s_h0_h, rows, s_h0_v, s_h0_k, K, PREFETCH == 2)
-        if USE_PDL and not EARLY_STATE:
-            tl.extra.cuda.gdc_wait()
     o_k = tl.arange(0, BK)
     mask_k = o_k < K
     p_o = o + (flat0 * HV + i_hv) * V  # o is a fresh contiguous [B, T, HV, V]
