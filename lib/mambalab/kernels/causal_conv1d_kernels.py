@@ -422,6 +422,7 @@ def _causal_conv1d_decode_kernel(
     ROWS: tl.constexpr,  # requests per program
     BLOCK_N: tl.constexpr,
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (as the general kernel)
+    TRIGGER: tl.constexpr = False,  # without USE_PDL: still let the next launch start at once (its own PDL)
 ):
     """The plain decode step (one token a row, no speculation): ``ROWS`` requests per program.
 
@@ -433,8 +434,9 @@ def _causal_conv1d_decode_kernel(
     touches its index loads and that copy.
     """
     HIST: tl.constexpr = WIDTH - 1
-    if USE_PDL:
+    if USE_PDL or TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
+    if USE_PDL:
         tl.extra.cuda.gdc_wait()
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     chans = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -1,0 +1,101 @@
+"""The conv decode kernel's PDL trigger (``causal_conv1d.DECODE_TRIGGER``): where its own PDL is off
+(``PDL_MAX_BATCH_DECODE``) it still executes ``griddepcontrol.launch_dependents``, so the kernel after it in a layer
+(the SSU or the GDN, launched with PDL) may start early and waits for the conv with PDL's wait before it reads the
+conv's output. The rule is checked on caught launches (no GPU needed); on a GPU the trigger must not change a byte:
+the conv alone, and the conv followed by the GDN's packed decode under the layer's ``early_state_load`` promise, as
+mambalab's GDN layer runs them.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mambalab  # noqa: F401  (sets TRITON_INTERPRET before kernels are defined)
+from mambalab.device import DEVICE
+from mambalab.kernels import causal_conv1d as conv_mod
+from mambalab.kernels import common
+from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
+from mambalab.kernels.gated_delta_rule_packed import fused_recurrent_gated_delta_rule_packed_decode
+from mambalab.kernels.testing import poison_, random_slot_indices, spy_launches
+from mambalab.lab.bugs import BugConfig
+
+
+def _caught(monkeypatch, pdl_gpu: bool) -> list[dict]:
+    """Every launch caught, not run, with the GPU's kernel and ``use_pdl`` answering ``pdl_gpu``."""
+    seen: list[dict] = []
+    monkeypatch.setattr(conv_mod, "decode_kernel", lambda rows, device: conv_mod._causal_conv1d_decode_kernel)
+    monkeypatch.setattr(conv_mod.sanitizer, "launch", lambda kernel, grid, *a, **kw: seen.append(kw))
+    monkeypatch.setattr(common, "use_pdl", lambda device: pdl_gpu)
+    return seen
+
+
+def _launch_opts(seen, batch, dtype):
+    x = torch.zeros(batch, 64, dtype=dtype)
+    causal_conv1d_update(x, make_conv_state(batch + 1, 64, 3, dtype, "cpu"), torch.zeros(64, 4, dtype=dtype),
+                         conv_state_indices=torch.arange(1, batch + 1, dtype=torch.int32))
+    return {k: seen[-1][k] for k in ("USE_PDL", "TRIGGER", "launch_pdl") if k in seen[-1]}
+
+
+def test_trigger_where_pdl_is_off(monkeypatch):
+    """bf16 state: PDL to 8 requests, the trigger alone above (no ``launch_pdl``: the conv itself starts as any
+    launch); fp32: PDL to 16 (and 112-128, ``DECODE_DEEP``), the trigger elsewhere."""
+    seen = _caught(monkeypatch, True)
+    pdl, trigger = {"USE_PDL": True, "launch_pdl": True}, {"TRIGGER": True}
+    for batch, dtype, want in ((4, torch.bfloat16, pdl), (8, torch.bfloat16, pdl), (9, torch.bfloat16, trigger),
+                               (256, torch.bfloat16, trigger), (16, torch.float32, pdl),
+                               (17, torch.float32, trigger), (128, torch.float32, pdl),
+                               (256, torch.float32, trigger)):
+        assert _launch_opts(seen, batch, dtype) == want, (batch, dtype)
+    monkeypatch.setattr(conv_mod, "DECODE_TRIGGER", False)
+    assert _launch_opts(seen, 256, torch.bfloat16) == {}
+
+
+def test_no_trigger_without_pdl(monkeypatch):
+    """No PDL on the device (the interpreter, a GPU before sm_90, ``MAMBALAB_PDL=0``): neither option."""
+    seen = _caught(monkeypatch, False)
+    for batch in (4, 64):
+        assert _launch_opts(seen, batch, torch.bfloat16) == {}
+
+
+def _conv_inputs(gen, batch, dim, dtype):
+    x = torch.randn(batch, dim, generator=gen).to(DEVICE, dtype)
+    pool = make_conv_state(batch + 4, dim, 3, dtype, DEVICE)
+    pool.copy_(torch.randn(pool.shape, generator=gen))
+    idx = random_slot_indices(batch, batch + 4, num_null_rows=2, generator=gen).to(DEVICE)
+    w = torch.randn(dim, 4, generator=gen).to(DEVICE, dtype)
+    return x, pool, idx, w
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+def test_trigger_changes_no_byte(dtype, monkeypatch):
+    """The conv at 64 requests (trigger on) against the same launch without it: outputs and pools identical; then
+    the layer's pair, the conv's output read by the GDN's packed decode launched with PDL (bf16 state at 64: the
+    streaming kernel's early blocks), against the same pair without the trigger."""
+    if DEVICE.type != "cuda":
+        pytest.skip("the trigger exists on a GPU only")
+    seen = spy_launches(monkeypatch, conv_mod)
+    gen = torch.Generator().manual_seed(151)
+    H, HV, K, V, N = 2, 4, 128, 128, 64
+    dim = 2 * H * K + HV * V
+    x, pool, idx, w = _conv_inputs(gen, N, dim, dtype)
+    a = torch.randn(N, HV, generator=gen).to(DEVICE, dtype)
+    b = torch.randn(N, HV, generator=gen).to(DEVICE, dtype)
+    A_log, dt_bias = torch.randn(HV, generator=gen).to(DEVICE), torch.randn(HV, generator=gen).to(DEVICE)
+    ssm = torch.randn(N + 4, HV, V, K, generator=gen).to(DEVICE, dtype)
+    runs = []
+    for on in (True, False):
+        monkeypatch.setattr(conv_mod, "DECODE_TRIGGER", on)
+        p, s = pool.clone(), ssm.clone()
+        mixed = poison_(torch.empty_like(x))
+        causal_conv1d_update(x, p, w, activation="silu", conv_state_indices=idx, out=mixed,
+                             bugs=BugConfig.fixed())
+        assert seen[-1].get("TRIGGER", False) is on
+        o = poison_(torch.empty(N, 1, HV, V, dtype=dtype, device=DEVICE))
+        fused_recurrent_gated_delta_rule_packed_decode(mixed, a, b, A_log, dt_bias, K ** -0.5, s, o, idx, True,
+                                                       bugs=BugConfig.fixed(), early_state_load=True)
+        torch.cuda.synchronize()
+        runs.append((mixed, p, o, s))
+    for first, second in zip(*runs):
+        assert torch.equal(first, second)
