@@ -250,9 +250,10 @@ STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (16, 2, 2, 16, 1 << 30),
 # 64 1.084 -> 1.121x, 9 -> 16 +1-2%, unpadded even; the streaming kernel's (an A/B switch) bf16 9 -> 16 1.148 -> 1.100x.
 ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
 # The streaming kernel's two blocks read with its slot, before PDL's wait (EARLY_STATE, the layer's early_state_load),
-# by state element size: (fewest, most sequences, zigzag under PDL). H200 (calls 129-136): fp32 8-32 +2-9%, +1-2% after
-# a torch op (no PDL trigger, as in the GDN layer); bf16 gains only beside a trigger, loses after a torch op (16 -11%).
-STREAM_EARLY_STATE: dict[int, tuple[int, int, bool]] = {4: (1, 1 << 30, True)}
+# by state element size: (fewest, most sequences, zigzag under PDL). H200: fp32 8-32 +2-9%, +1-2% after a torch op
+# (calls 129-136); bf16 (168 registers) after the conv, its trigger (calls 151-152, issue14-call152-gdn-early-cap.txt):
+# 128-512 +0.3-1.2%, 64 even, 16 / 32 -6 / -3% (12 programs an SM, not 16), 9 -> 16 +10% (its live ones: one wave).
+STREAM_EARLY_STATE: dict[int, tuple[int, int, bool]] = {4: (1, 1 << 30, True), 2: (64, 1 << 30, False)}
 # Several tokens a sequence (2-D indices, in place, either gating): the streaming kernel for speculation
 # (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
 # most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
@@ -391,8 +392,7 @@ def _launch(
         if block_v <= 0 or block_v & (block_v - 1):
             raise ValueError(f"block_v must be a positive power of two, got {block_v}")
         BV = block_v
-    if num_warps is not None:
-        nw = num_warps
+    nw = nw if num_warps is None else num_warps
     grid = (triton.cdiv(V, BV), HV, N)
     kernel, extra = _gdn_decode_kernel, {}
     if heads > 1:
