@@ -93,6 +93,10 @@ class Mamba2Mixer:
     # -- the batched decode through the kernels --------------------------------
     def forward_decode(self, u: torch.Tensor, state: ModelState, d: _DecodeArgs) -> torch.Tensor:
         z, xBC, dt = self.split_projection(u)
+        cfg = self.cfg
+        # The SSU's output buffer is made (zeroed) before the conv, as vLLM's layer preallocates it: nothing
+        # runs between the conv and the SSU, so the SSU may start as the conv lets it (PDL).
+        y = torch.zeros(xBC.shape[0], cfg.mamba_nheads, cfg.mamba_headdim, dtype=xBC.dtype, device=xBC.device)
         conv_idx = d.conv_index(state.mamba_conv)
         xBC = causal_conv1d_update(
             xBC, state.mamba_conv, self.conv_weight, self.conv_bias, "silu",
@@ -108,16 +112,15 @@ class Mamba2Mixer:
             state.mamba_ssm, **a,
             state_batch_indices=d.src,
             dst_state_batch_indices=d.dst,
-            out=torch.zeros_like(a["x"]),
+            out=y,
             num_accepted_tokens=d.num_accepted_tokens,
             cu_seqlens=d.query_start_loc if d.spec else None,
             bugs=d.bugs,
-            # The promise holds here: what runs between the conv and the SSU (the conv, this layer's
-            # reshapes, the zeroed output) writes neither the SSM state pool nor the index tensors, which
-            # the metadata builder filled before the forward. The zeroed output is torch's fill, launched
-            # without PDL: the SSU may start only once it has run, and it started only after the conv
-            # (which lets its dependents start before its own wait) had ended, so no earlier kernel is still
-            # running when the SSU's early loads are issued.
+            # The promise holds here: the kernel before the SSU is the conv (this layer's reshapes are views),
+            # which writes neither the SSM state pool nor the index tensors, filled by the metadata builder
+            # before the forward. The conv lets its dependents start at once (PDL's trigger, every batch), so
+            # the SSU's early loads may overlap it; the conv itself started only after the torch ops before
+            # it (launched without PDL, they never let it start early) had ended.
             early_state_load=True,
         )
         return self.finish(y)
