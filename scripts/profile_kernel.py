@@ -6,7 +6,8 @@
         python scripts/profile_kernel.py ssu bf16 256 [mambalab|vllm] [act=bf16,z=none,pools=cloned]
 
 The optional set-up is the bench's (``mambalab.gpu.bench.Case``): activation dtype (``act``, default
-the state's), ``z`` (``z`` / ``none``), ``pools`` (``fresh`` / ``cloned``), ``tokens``.
+the state's), ``z`` (``z`` / ``none``), ``pools`` (``fresh`` / ``cloned``), ``tokens``; ``captured=16`` launches
+that many rows of which ``batch`` are live (the bench's padded rows: the rest are the null block's).
 """
 
 import sys
@@ -23,10 +24,12 @@ def main() -> int:
     if len(sys.argv) > 5:
         for item in sys.argv[5].split(","):
             k, _, v = item.partition("=")
-            kw[k] = bench.DTYPES[v] if k == "act" else (v == "z") if k == "z" else int(v) if k == "tokens" else v
+            kw[k] = bench.DTYPES[v] if k == "act" else (v == "z") if k == "z" else int(v) if k in (
+                "tokens", "captured") else v
+    captured = kw.pop("captured", batch)
     if impl == "vllm":
         bench._vllm_path()
-    calls, _ = bench.SETUPS[kernel](batch, batch, bench.DTYPES[dtype], 4 * 2**30, impl, **kw)
+    calls, _ = bench.SETUPS[kernel](batch, captured, bench.DTYPES[dtype], 4 * 2**30, impl, **kw)
     for c in calls[:4]:
         c()
     torch.cuda.synchronize()
