@@ -1,7 +1,7 @@
 """The conv decode kernel's PDL trigger (``causal_conv1d.DECODE_TRIGGER``): where its own PDL is off
-(``PDL_MAX_BATCH_DECODE``) it still executes ``griddepcontrol.launch_dependents``, so the kernel after it in a layer
-(the SSU or the GDN, launched with PDL) may start early and waits for the conv with PDL's wait before it reads the
-conv's output. The rule is checked on caught launches (no GPU needed); on a GPU the trigger must not change a byte:
+(``PDL_MAX_BATCH_DECODE``), up to the rule's batch, it still executes ``griddepcontrol.launch_dependents``, so the
+kernel after it in a layer (the SSU or the GDN, launched with PDL) may start early and waits for the conv with PDL's
+wait before it reads the conv's output. The rule is checked on caught launches (no GPU needed); on a GPU the trigger must not change a byte:
 the conv alone, and the conv followed by the GDN's packed decode under the layer's ``early_state_load`` promise, as
 mambalab's GDN layer runs them.
 """
@@ -38,17 +38,17 @@ def _launch_opts(seen, batch, dtype):
 
 
 def test_trigger_where_pdl_is_off(monkeypatch):
-    """bf16 state: PDL to 8 requests, the trigger alone above (no ``launch_pdl``: the conv itself starts as any
-    launch); fp32: PDL to 16 (and 112-128, ``DECODE_DEEP``), the trigger elsewhere."""
+    """bf16 state: PDL to 8 requests, the trigger alone from 9 to 128 (no ``launch_pdl``: the conv itself starts as
+    any launch), neither above; fp32: PDL to 16 (and 112-128, ``DECODE_DEEP``), the trigger from 17 to 32."""
     seen = _caught(monkeypatch, True)
     pdl, trigger = {"USE_PDL": True, "launch_pdl": True}, {"TRIGGER": True}
     for batch, dtype, want in ((4, torch.bfloat16, pdl), (8, torch.bfloat16, pdl), (9, torch.bfloat16, trigger),
-                               (256, torch.bfloat16, trigger), (16, torch.float32, pdl),
-                               (17, torch.float32, trigger), (128, torch.float32, pdl),
-                               (256, torch.float32, trigger)):
+                               (128, torch.bfloat16, trigger), (129, torch.bfloat16, {}), (16, torch.float32, pdl),
+                               (17, torch.float32, trigger), (32, torch.float32, trigger), (33, torch.float32, {}),
+                               (128, torch.float32, pdl), (256, torch.float32, {})):
         assert _launch_opts(seen, batch, dtype) == want, (batch, dtype)
-    monkeypatch.setattr(conv_mod, "DECODE_TRIGGER", False)
-    assert _launch_opts(seen, 256, torch.bfloat16) == {}
+    monkeypatch.setattr(conv_mod, "DECODE_TRIGGER", {})
+    assert _launch_opts(seen, 64, torch.bfloat16) == {}
 
 
 def test_no_trigger_without_pdl(monkeypatch):
@@ -86,7 +86,7 @@ def test_trigger_changes_no_byte(dtype, monkeypatch):
     ssm = torch.randn(N + 4, HV, V, K, generator=gen).to(DEVICE, dtype)
     runs = []
     for on in (True, False):
-        monkeypatch.setattr(conv_mod, "DECODE_TRIGGER", on)
+        monkeypatch.setattr(conv_mod, "DECODE_TRIGGER", {dtype.itemsize: N} if on else {})
         p, s = pool.clone(), ssm.clone()
         mixed = poison_(torch.empty_like(x))
         causal_conv1d_update(x, p, w, activation="silu", conv_state_indices=idx, out=mixed,

@@ -235,7 +235,6 @@ DECODE_ROWS = 2
 # fp32 at 128 1.10 / 1.10 / 1.11 -> 1.13 / 1.14 / 1.14x, 112 / 120 1.08 / 1.10 -> 1.09 / 1.11x; slower at 96 (1.07
 # -> 1.03x), 136-160 (1.15 -> 1.09x at 136) and 57 (1.20 -> 1.16x), 4 rows without PDL slower everywhere.
 DECODE_DEEP: dict[int, tuple[int, int, int]] = {4: (4, 112, 128)}
-
 # Programmatic dependent launch for batches up to this many requests (0: never), per kernel. Measured on
 # an H200 (CUDA graphs, PDL off / on): the decode kernel 1.07-1.5x faster with it at batch 1..8; at 9..16
 # fp32 1.2-1.3x faster (2.47 -> 1.85 us at batch 9), bf16 0.65-0.8x (2.43 -> 3.01 us), at 32 fp32 even,
@@ -244,10 +243,11 @@ DECODE_DEEP: dict[int, tuple[int, int, int]] = {4: (4, 112, 128)}
 PDL_MAX_BATCH_DECODE = {4: 16, 2: 8}
 PDL_MAX_BATCH_GENERAL = 1
 # Where PDL_MAX_BATCH_DECODE leaves it off, the decode kernel still lets its dependents start at once (TRIGGER; the
-# kernel after it in a layer waits for it with PDL's wait). H200 as layer pairs after a torch kernel (call 151,
-# issue14-call151-conv-trigger.txt): conv + GDN fp32 16 / 64 1.225 / 1.112 -> 1.290 / 1.131x, conv + SSU bf16 16
-# 1.079 -> 1.118x, fp32 1.090 -> 1.107x; the rest within 0.5%.
-DECODE_TRIGGER = True
+# kernel after it in a layer waits for it with PDL's wait), up to this many requests by state element size. H200,
+# layer pairs after a torch kernel, bf16 conv state (call 151, issue14-call151-conv-trigger.txt): conv + GDN fp32 16 /
+# 64 1.225 / 1.112 -> 1.290 / 1.131x, conv + SSU bf16 16 1.079 -> 1.118x, fp32 1.090 -> 1.107x, the rest within 0.5%;
+# the conv alone at every batch (call 153's recording) bf16 256 / 512 -8 / -18%, fp32 57-512 -12-34%, so not there.
+DECODE_TRIGGER: dict[int, int] = {2: 128, 4: 32}
 
 
 def _pdl_opts(batch: int, device: torch.device, max_batch: int) -> dict:
@@ -506,7 +506,7 @@ def causal_conv1d_update(
         else:
             deep = _decode_deep(batch, conv_state.dtype.itemsize)  # PDL there whatever PDL_MAX_BATCH_DECODE says
             opts = _pdl_opts(batch, device, batch if deep else PDL_MAX_BATCH_DECODE.get(conv_state.dtype.itemsize, 8))
-            if DECODE_TRIGGER and not opts and _pdl_opts(1, device, 1):
+            if not opts and _pdl_opts(batch, device, DECODE_TRIGGER.get(conv_state.dtype.itemsize, 0)):
                 opts = {"TRIGGER": True}
         sanitizer.launch(
             kernel,
