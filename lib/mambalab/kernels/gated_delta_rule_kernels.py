@@ -224,6 +224,7 @@ def _gdn_stream_kernel(
     ZIGZAG: tl.constexpr = False,  # the sequences in the order 0, n-1, 1, ... (common.program_row; a GPU only)
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+), only with EARLY_STATE
     EARLY_STATE: tl.constexpr = False,  # NB == 2: the slot and both blocks read first (before the wait, with PDL)
+    EARLY_ONE: tl.constexpr = False,  # with EARLY_STATE: only the first block early, the second after it is stored
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
     ``HAS_INITIAL_STATE``, no ``num_accepted_tokens``), one token a sequence; with ``SIGMOID_GATING`` ``g`` and
@@ -276,7 +277,8 @@ def _gdn_stream_kernel(
             tl.static_assert(NB == 2, "EARLY_STATE loads two blocks")
             o_va = i_v * NB * RB + tl.arange(0, RB)
             h_a = _load_rows(h0, slot, i_hv, o_va, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
-            h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
+            if not EARLY_ONE:
+                h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
             if USE_PDL:
                 tl.extra.cuda.gdc_wait()
         p_tok_q = q + i_b * s_q_b + bos * s_q_t + i_h * s_q_h
@@ -304,6 +306,8 @@ def _gdn_stream_kernel(
         p_ht = ht + slot * s_ht_n + i_hv * s_ht_h
         if EARLY_STATE:
             _stream_block(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
+            if EARLY_ONE:
+                h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
             _stream_block(h_b, o_va + RB, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
         else:
             for blk in tl.range(0, NB, num_stages=STAGES):
