@@ -97,10 +97,11 @@ def test_stream_rule_leaves_other_launches_alone(monkeypatch):
 
 @pytest.mark.parametrize("dtype,state_dtype", STATE_DTYPES)
 @pytest.mark.parametrize("lens", [None, [1, 0, 2, 1, 1]], ids=["one-token", "varlen"])
-def test_stream_early_state_same_bytes(dtype, state_dtype, lens, monkeypatch):
-    """``STREAM_EARLY_STATE`` (both blocks read with the slot; before PDL's wait on a GPU) gives the same bytes
-    as the pipelined loop, padded rows and sequences of other lengths included, and only with the caller's
-    ``early_state_load`` promise."""
+@pytest.mark.parametrize("one", [False, True], ids=["both-blocks", "first-block"])
+def test_stream_early_state_same_bytes(dtype, state_dtype, lens, one, monkeypatch):
+    """``STREAM_EARLY_STATE`` (both blocks read with the slot, or the first only, ``EARLY_ONE``; before PDL's wait
+    on a GPU) gives the same bytes as the pipelined loop, padded rows and sequences of other lengths included, and
+    only with the caller's ``early_state_load`` promise."""
     monkeypatch.setattr(gdn, "STREAM", {state_dtype.itemsize: (4, 2, 2, 1, 1 << 30)})
     monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     seen = _launched_kernels(monkeypatch)
@@ -116,7 +117,7 @@ def test_stream_early_state_same_bytes(dtype, state_dtype, lens, monkeypatch):
     q, k, v, g, beta = make_inputs(gen, B=B, T=T, H=H, HV=HV, K=K, V=V, dtype=dtype)
     _, pool = make_pool(gen, N + 3, HV, V, K, state_dtype)
     runs = {}
-    on = {state_dtype.itemsize: (1, 64, True)}  # zigzag: under PDL only (a GPU)
+    on = {state_dtype.itemsize: (1, 64, True, one)}  # zigzag: under PDL only (a GPU)
     for rule, promise in (({}, True), (on, False), (on, True)):
         monkeypatch.setattr(gdn, "STREAM_EARLY_STATE", rule)
         p = pool.clone()
@@ -125,6 +126,7 @@ def test_stream_early_state_same_bytes(dtype, state_dtype, lens, monkeypatch):
                                                 early_state_load=promise)
         assert seen[-1]["kernel"] is gdn._gdn_stream_kernel
         runs[(bool(rule), promise)] = (o, p, seen[-1].get("EARLY_STATE", False))
+        assert seen[-1].get("EARLY_ONE", False) == (one and bool(rule) and promise)
     assert [r[2] for r in runs.values()] == [False, False, True]
     o0, p0, _ = runs[(False, True)]
     o1, p1, _ = runs[(True, True)]

@@ -249,11 +249,11 @@ STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (16, 2, 2, 16, 1 << 30),
 # The general kernel's sequences zigzagged on a GPU (common.program_row), padded ones not a tail (call 126): fp32 57 ->
 # 64 1.084 -> 1.121x, 9 -> 16 +1-2%, unpadded even; the streaming kernel's (an A/B switch) bf16 9 -> 16 1.148 -> 1.100x.
 ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
-# The streaming kernel's two blocks read with its slot, before PDL's wait (EARLY_STATE, the layer's early_state_load),
-# by state element size: (fewest, most sequences, zigzag under PDL). H200: fp32 8-32 +2-9%, +1-2% after a torch op
-# (calls 129-136); bf16 (168 registers) after the conv, its trigger (calls 151-152, issue14-call152-gdn-early-cap.txt):
-# 128-512 +0.3-1.2%, 64 even, 16 / 32 -6 / -3% (12 programs an SM, not 16), 9 -> 16 +10% (its live ones: one wave).
-STREAM_EARLY_STATE: dict[int, tuple[int, int, bool]] = {4: (1, 1 << 30, True), 2: (64, 1 << 30, False)}
+# The streaming kernel's blocks read with its slot, before PDL's wait (EARLY_STATE, the layer's early_state_load), by
+# state element size: (fewest, most sequences, zigzag under PDL, the first block only: EARLY_ONE). H200: fp32 8-32 +2-9%
+# (calls 129-136); bf16 both blocks 168 registers, 12 programs an SM (call 152), the first only 128: layer pairs 9 -> 16
+# / 16 / 32 / 64 +7 / +4 / +3 / +2%, 256 even; the bench 9 -> 16 0.953 -> 1.024x (call 156, issue14-call156-*.txt).
+STREAM_EARLY_STATE: dict[int, tuple] = {4: (1, 1 << 30, True, False), 2: (16, 1 << 30, False, True)}
 # Several tokens a sequence (2-D indices, in place, either gating): the streaming kernel for speculation
 # (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
 # most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
@@ -408,10 +408,10 @@ def _launch(
     if stream and stream[3] <= N <= stream[4] and heads == 1:
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
-        lo, hi, zz = STREAM_EARLY_STATE.get(state_in.element_size(), (1, 0, False))
+        lo, hi, zz, one = STREAM_EARLY_STATE.get(state_in.element_size(), (1, 0, False, False))
         early = early_state_load and lo <= N <= hi and stream[1] == 2
         pdl = early and use_pdl(q.device)  # the sequences zigzagged by the A/B switch, or with the early blocks
-        extra = dict(extra, EARLY_STATE=early, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl,
+        extra = dict(extra, EARLY_STATE=early, EARLY_ONE=early and one, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl,
                      **({"launch_pdl": True} if pdl else {}))
     spec = SPEC_STREAM.get(state_in.element_size()) if (
         _gpu_rules_on(q.device) and in_place and indexed == 2 and multi_token and block_v is None and heads == 1
