@@ -27,8 +27,8 @@ Launch design
   block table as indices). Everything accumulates in float32; only stores round to the state dtype.
 * On a GPU, one token a sequence (:data:`STREAM`'s batches) runs :mod:`.gated_delta_rule_kernels`' streaming
   kernel: blocks of rows in a pipelined loop, or, with the layer's ``early_state_load`` (:data:`STREAM_EARLY_STATE`),
-  two blocks read before PDL's wait. Two tokens a sequence (:data:`SPEC_STREAM`) run :mod:`.gated_delta_rule_stream`'s
-  walk; longer ones the general kernel, its token loop pipelined at large batches (:data:`SPEC_TOKEN_STAGES`).
+  one or two blocks read before PDL's wait. Two tokens a sequence (:data:`SPEC_STREAM`) run the walk of
+  :mod:`.gated_delta_rule_stream`; longer ones the general kernel (its token loop pipelined: :data:`SPEC_TOKEN_STAGES`).
 * Under the CPU interpreter (which costs programs x ops, whatever a tile's size) a program takes the largest power
   of two of value heads dividing ``HV`` and the whole ``V`` (:func:`heads_per_program`,
   :func:`mambalab.kernels.gated_delta_rule_kernels._gdn_heads_kernel`): grid ``(1, HV // heads, N)``, the same

@@ -10,7 +10,8 @@ They mirror vLLM's copy of flash-linear-attention's ``fused_recurrent_gated_delt
   a program walks ``NB`` blocks of ``RB`` rows in a ``tl.range`` loop with ``num_stages`` (on a GPU Triton's
   pipeliner issues the next block's state load, an asynchronous copy into shared memory, while this block is
   computed), so the bytes in flight sit in shared memory rather than in registers; or, with ``EARLY_STATE``
-  (the layer's ``early_state_load``), reads its two blocks into registers with the slot, before PDL's wait.
+  (the layer's ``early_state_load``), reads its two blocks into registers with the slot, before PDL's wait
+  (``EARLY_ONE``: the first only, the second once the first is stored; fewer registers).
   Each block's token is :func:`_stream_block`. A sequence that is not one token long (varlen rows of 0 or
   several tokens) takes the general path in the same program.
 """
@@ -232,7 +233,9 @@ def _gdn_stream_kernel(
 
     With ``EARLY_STATE`` the program's two blocks are loaded into registers as soon as the slot is known, not
     through the pipelined loop; under PDL that is before waiting for the previous kernel (the caller's promise,
-    as the general kernel's ``EARLY_STATE``), and ``q``/``k``/``v``/``g``/``beta`` are read after it."""
+    as the general kernel's ``EARLY_STATE``), and ``q``/``k``/``v``/``g``/``beta`` are read after it. With
+    ``EARLY_ONE`` only the first block is; the second is loaded after the first is stored (its load may not move
+    above the in-place stores to the same pool): 128 registers a thread for a bf16 state, not 168."""
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
     i_n = program_row(2, ZIGZAG).to(tl.int64)
