@@ -1,9 +1,9 @@
 """The conv decode kernel's PDL trigger (``causal_conv1d.DECODE_TRIGGER``): where its own PDL is off
 (``PDL_MAX_BATCH_DECODE``), up to the rule's batch, it still executes ``griddepcontrol.launch_dependents``, so the
 kernel after it in a layer (the SSU or the GDN, launched with PDL) may start early and waits for the conv with PDL's
-wait before it reads the conv's output. The rule is checked on caught launches (no GPU needed); on a GPU the trigger must not change a byte:
-the conv alone, and the conv followed by the GDN's packed decode under the layer's ``early_state_load`` promise, as
-mambalab's GDN layer runs them.
+wait before it reads the conv's output. The rule is checked on caught launches (no GPU needed); on a GPU the trigger
+must not change a byte: the conv alone, and the conv followed by the GDN's packed decode under the layer's
+``early_state_load`` promise, as mambalab's GDN layer runs them.
 """
 
 from __future__ import annotations

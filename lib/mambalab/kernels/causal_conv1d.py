@@ -246,7 +246,7 @@ PDL_MAX_BATCH_GENERAL = 1
 # kernel after it in a layer waits for it with PDL's wait), up to this many requests by state element size. H200,
 # layer pairs after a torch kernel, bf16 conv state (call 151, issue14-call151-conv-trigger.txt): conv + GDN fp32 16 /
 # 64 1.225 / 1.112 -> 1.290 / 1.131x, conv + SSU bf16 16 1.079 -> 1.118x, fp32 1.090 -> 1.107x, the rest within 0.5%;
-# the conv alone at every batch (call 153's recording) bf16 256 / 512 -8 / -18%, fp32 57-512 -12-34%, so not there.
+# the conv alone at every batch (calls 153-154) bf16 256 / 512 -8 / -18%, fp32 57-512 -11-33%, so not there.
 DECODE_TRIGGER: dict[int, int] = {2: 128, 4: 32}
 
 

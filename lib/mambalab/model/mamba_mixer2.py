@@ -118,8 +118,8 @@ class Mamba2Mixer:
             bugs=d.bugs,
             # The promise holds here: the kernel before the SSU is the conv (this layer's reshapes are views),
             # which writes neither the SSM state pool nor the index tensors, filled by the metadata builder
-            # before the forward. The conv lets its dependents start at once (PDL's trigger, every batch), so
-            # the SSU's early loads may overlap it; the conv itself started only after the torch ops before
+            # before the forward. The conv lets its dependents start at once (PDL's trigger, to 128 requests),
+            # so the SSU's early loads may overlap it; the conv itself started only after the torch ops before
             # it (launched without PDL, they never let it start early) had ended.
             early_state_load=True,
         )
