@@ -7,6 +7,8 @@ then the GDN's packed decode (or the SSU), the torch kernel alone subtracted (``
 per variant against vLLM 0.33's pair. Then the GDN alone in the bench's harness and after torch.
 Variants: "base"; "trig" the conv triggers; "early" the GDN's early blocks; "both".
 
+Runs at 7978537 (its rule formats: `DECODE_TRIGGER` a bool, three-field `STREAM_EARLY_STATE`).
+
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call151-conv-trigger.py
 """
 import json

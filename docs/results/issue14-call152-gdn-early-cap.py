@@ -7,6 +7,8 @@ slower). Call 151: the early blocks win the bench (9 -> 16 0.963 -> 1.193x) but 
 "early" (168 registers); "cap128"; "cap120"; "early33" (uncapped, from 33 sequences). Layer pairs (after a torch
 kernel), then the GDN alone in both harnesses.
 
+Runs at 7978537 (its rule formats: `DECODE_TRIGGER` a bool, three-field `STREAM_EARLY_STATE`).
+
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call152-gdn-early-cap.py
 """
 import json

@@ -4,6 +4,8 @@ the conv's own PDL is off, read the conv alone (the bench: conv after conv) slow
 trigger), "rule" (``DECODE_TRIGGER``: bf16 to 128 requests, fp32 to 32), "all" (every batch). The conv alone in both
 harnesses, then layer pairs after a torch kernel (conv + GDN fp32 state, conv + SSU bf16 state; bf16 conv state).
 
+Runs at b4fc456 (the trigger rule by batch as it was measured).
+
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call154-conv-trigger-range.py
 """
 import json

@@ -6,6 +6,8 @@ does): "base" (the rules at b4fc456: two early blocks from 64); "one" (the first
 streaming launch); "one64" (from 64, in place of the two). The GDN alone in both harnesses, then layer pairs (a torch
 kernel, the conv with its trigger, the packed decode; the torch kernel subtracted).
 
+Runs at 3ddd600 (three-field `STREAM_EARLY_STATE`, ``EARLY_ONE`` passed by the wrapper).
+
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call156-gdn-early-one.py
 """
 import json
