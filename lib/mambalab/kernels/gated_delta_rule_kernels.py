@@ -74,12 +74,23 @@ def _sigmoid_gates(b_g, b_beta, b_A, b_dt_bias, softplus_beta, softplus_threshol
 
 
 @triton.jit
-def _token_gates(p_g, p_beta, t, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta, softplus_threshold):
-    """Token ``t``'s ``(decay, beta)`` from its ``a`` (at ``p_g``) and ``b`` (at ``p_beta``): Qwen3-Next's gates."""
-    b_a = tl.load(p_g + t * s_g_t).to(tl.float32)
-    b_b = tl.load(p_beta + t * s_beta_t).to(tl.float32)
-    b_g, b_beta = _sigmoid_gates(b_a, b_b, b_A, b_dtb, softplus_beta, softplus_threshold)
-    return tl.exp(b_g), b_beta
+def _token_gates(p_g, p_beta, t, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta, softplus_threshold,
+                 SIGMOID_GATING: tl.constexpr, HAS_BETA: tl.constexpr):
+    """Token ``t``'s ``(decay, beta)``: with ``SIGMOID_GATING`` from its ``a`` (at ``p_g``) and ``b`` (at
+    ``p_beta``), Qwen3-Next's gates (``b_A``, ``b_dtb`` its head's); else ``exp(g)`` and ``beta`` as given (1
+    without ``HAS_BETA``)."""
+    if SIGMOID_GATING:
+        b_a = tl.load(p_g + t * s_g_t).to(tl.float32)
+        b_b = tl.load(p_beta + t * s_beta_t).to(tl.float32)
+        b_g, b_beta = _sigmoid_gates(b_a, b_b, b_A, b_dtb, softplus_beta, softplus_threshold)
+        decay = tl.exp(b_g)
+    else:
+        decay = tl.exp(tl.load(p_g + t * s_g_t).to(tl.float32))
+        if HAS_BETA:
+            b_beta = tl.load(p_beta + t * s_beta_t).to(tl.float32)
+        else:
+            b_beta = 1.0
+    return decay, b_beta
 
 @triton.jit
 def _gdn_rows(
@@ -291,15 +302,12 @@ def _gdn_stream_kernel(
         p_tok_g = g + i_b * s_g_b + bos * s_g_t + i_hv * s_g_h
         p_tok_beta = beta + i_b * s_beta_b + bos * s_beta_t + i_hv * s_beta_h
         if SIGMOID_GATING:  # g, beta are a, b (vLLM 0.33's packed decode): the gates from them
-            decay, b_beta = _token_gates(p_tok_g, p_tok_beta, 0, s_g_t, s_beta_t,
-                                         -tl.exp(tl.load(A_log + i_hv).to(tl.float32)),
-                                         tl.load(dt_bias + i_hv).to(tl.float32), softplus_beta, softplus_threshold)
+            b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+            b_dtb = tl.load(dt_bias + i_hv).to(tl.float32)
         else:
-            decay = tl.exp(tl.load(p_tok_g).to(tl.float32))
-            if HAS_BETA:
-                b_beta = tl.load(p_tok_beta).to(tl.float32)
-            else:
-                b_beta = 1.0
+            b_A, b_dtb = 0.0, 0.0  # unused
+        decay, b_beta = _token_gates(p_tok_g, p_tok_beta, 0, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta,
+                                     softplus_threshold, SIGMOID_GATING, HAS_BETA)
         if USE_L2NORM:
             b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
             b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)

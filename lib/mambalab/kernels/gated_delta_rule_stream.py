@@ -102,13 +102,14 @@ def _gdn_spec_stream_kernel(
             tl.static_assert(TOKENS <= 4, "the gates are computed before the block loop for at most 4 tokens")
             b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
             b_dtb = tl.load(dt_bias + i_hv).to(tl.float32)
-            dec0, bet0 = _token_gates(p_g, p_beta, 0, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta, softplus_threshold)
+            dec0, bet0 = _token_gates(p_g, p_beta, 0, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta, softplus_threshold,
+                                      True, HAS_BETA)
             dec1, bet1 = _token_gates(p_g, p_beta, 1 if TOKENS > 1 else 0, s_g_t, s_beta_t, b_A, b_dtb,
-                                      softplus_beta, softplus_threshold)
+                                      softplus_beta, softplus_threshold, True, HAS_BETA)
             dec2, bet2 = _token_gates(p_g, p_beta, 2 if TOKENS > 2 else 0, s_g_t, s_beta_t, b_A, b_dtb,
-                                      softplus_beta, softplus_threshold)
+                                      softplus_beta, softplus_threshold, True, HAS_BETA)
             dec3, bet3 = _token_gates(p_g, p_beta, 3 if TOKENS > 3 else 0, s_g_t, s_beta_t, b_A, b_dtb,
-                                      softplus_beta, softplus_threshold)
+                                      softplus_beta, softplus_threshold, True, HAS_BETA)
         else:  # unused
             dec0, dec1, dec2, dec3 = 0.0, 0.0, 0.0, 0.0
             bet0, bet1, bet2, bet3 = 0.0, 0.0, 0.0, 0.0
@@ -127,12 +128,9 @@ def _gdn_spec_stream_kernel(
                 if SIGMOID_GATING:  # g, beta are a, b: their gates, computed above
                     decay = dec0 if t == 0 else (dec1 if t == 1 else (dec2 if t == 2 else dec3))
                     b_beta = bet0 if t == 0 else (bet1 if t == 1 else (bet2 if t == 2 else bet3))
-                else:
-                    decay = tl.exp(tl.load(p_g + t * s_g_t).to(tl.float32))
-                    if HAS_BETA:
-                        b_beta = tl.load(p_beta + t * s_beta_t).to(tl.float32)
-                    else:
-                        b_beta = 1.0
+                else:  # given: loaded a block at a time
+                    decay, b_beta = _token_gates(p_g, p_beta, t, s_g_t, s_beta_t, 0.0, 0.0, softplus_beta,
+                                                 softplus_threshold, False, HAS_BETA)
                 if USE_L2NORM:
                     b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
                     b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
