@@ -17,8 +17,12 @@ from mambalab.kernels import causal_conv1d as conv_mod
 from mambalab.kernels import common
 from mambalab.kernels.causal_conv1d import causal_conv1d_update, make_conv_state
 from mambalab.kernels.gated_delta_rule_packed import fused_recurrent_gated_delta_rule_packed_decode
-from mambalab.kernels.testing import poison_, random_slot_indices, spy_launches
+from mambalab.kernels.testing import poison_, spy_launches
 from mambalab.lab.bugs import BugConfig
+
+from test_kernel_causal_conv1d import _pool
+from test_kernel_gated_delta_rule import make_pool
+from test_kernel_gdn_packed import _packed
 
 
 def _caught(monkeypatch, pdl_gpu: bool) -> list[dict]:
@@ -58,15 +62,6 @@ def test_no_trigger_without_pdl(monkeypatch):
         assert _launch_opts(seen, batch, torch.bfloat16) == {}
 
 
-def _conv_inputs(gen, batch, dim, dtype):
-    x = torch.randn(batch, dim, generator=gen).to(DEVICE, dtype)
-    pool = make_conv_state(batch + 4, dim, 3, dtype, DEVICE)
-    pool.copy_(torch.randn(pool.shape, generator=gen))
-    idx = random_slot_indices(batch, batch + 4, num_null_rows=2, generator=gen).to(DEVICE)
-    w = torch.randn(dim, 4, generator=gen).to(DEVICE, dtype)
-    return x, pool, idx, w
-
-
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 def test_trigger_changes_no_byte(dtype, monkeypatch):
@@ -78,12 +73,10 @@ def test_trigger_changes_no_byte(dtype, monkeypatch):
     seen = spy_launches(monkeypatch, conv_mod)
     gen = torch.Generator().manual_seed(151)
     H, HV, K, V, N = 2, 4, 128, 128, 64
-    dim = 2 * H * K + HV * V
-    x, pool, idx, w = _conv_inputs(gen, N, dim, dtype)
-    a = torch.randn(N, HV, generator=gen).to(DEVICE, dtype)
-    b = torch.randn(N, HV, generator=gen).to(DEVICE, dtype)
-    A_log, dt_bias = torch.randn(HV, generator=gen).to(DEVICE), torch.randn(HV, generator=gen).to(DEVICE)
-    ssm = torch.randn(N + 4, HV, V, K, generator=gen).to(DEVICE, dtype)
+    x, a, b, A_log, dt_bias, idx = _packed(gen, N, H, HV, K, V, dtype, slots=N + 4, null_rows=2)  # x: the conv's input
+    pool, _ = _pool(gen, N + 4, x.shape[1], 3, dtype)
+    w = torch.randn(x.shape[1], 4, generator=gen).to(DEVICE, dtype)
+    _, ssm = make_pool(gen, N + 4, HV, V, K, dtype)
     runs = []
     for on in (True, False):
         monkeypatch.setattr(conv_mod, "DECODE_TRIGGER", {dtype.itemsize: N} if on else {})
