@@ -410,7 +410,7 @@ def _launch(
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
         lo, hi, zz, one = STREAM_EARLY_STATE.get(state_in.element_size(), (1, 0, False, False))
         early = early_state_load and lo <= N <= hi and stream[1] == 2
-        pdl = early and use_pdl(q.device)  # the sequences zigzagged by the A/B switch, or with the early blocks
+        pdl = early and use_pdl(q.device)  # PDL with the early blocks only (and their zigzag, zz)
         extra = dict(extra, EARLY_STATE=early, EARLY_ONE=early and one, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl,
                      **({"launch_pdl": True} if pdl else {}))
     spec = SPEC_STREAM.get(state_in.element_size()) if (
