@@ -63,6 +63,15 @@ def timed(case, impl: str) -> float:
     return us
 
 
+def pair_time(first, second, impl: str) -> float:
+    """µs a launch of ``first`` then ``second`` (a layer's conv, then its SSU or GDN) after a torch kernel, the torch
+    kernel subtracted: one graph over as many pools of each as fit the budget."""
+    a = bench._timed_calls(first, impl, BUDGET, FIX if impl == "mambalab" else None)
+    b = bench._timed_calls(second, impl, BUDGET, FIX if impl == "mambalab" else None)
+    n = min(len(a), len(b))
+    return bench.time_graph_after_torch([(lambda x=x, y=y: (x(), y())) for x, y in zip(a[:n], b[:n])])
+
+
 class Sweep:
     """One call's A/B: the copy peak measured once, then :meth:`run` per part."""
 
@@ -100,3 +109,31 @@ class Sweep:
             torch.cuda.empty_cache()
         print(part, "done", round(time.time() - t0, 1), flush=True)
         return rows
+
+
+def pair_sweep(label: str, shapes, make_pair, variants, setv, out_name: str) -> list[dict]:
+    """Layer pairs per ``(active, captured)`` of ``shapes``: ``make_pair(active, captured)`` gives ``(first,
+    second)``; vLLM's pair timed twice (best kept), each variant twice interleaved (best kept), the agreement gate
+    on ``second`` per variant. Rows to ``$OUT/<out_name>`` as they come."""
+    rows = []
+    for active, captured in shapes:
+        first, second = make_pair(active, captured)
+        vllm = min(pair_time(first, second, "vllm") for _ in range(2))
+        best, gates = {}, {}
+        for rnd in range(2):
+            for v in (variants if rnd == 0 else variants[::-1]):
+                setv(v)
+                if rnd == 0:
+                    gates[v] = agreement(second, ["mambalab", "vllm"])[0]
+                best[v] = min(best.get(v, 1e9), pair_time(first, second, "mambalab"))
+        setv("base")
+        print(f"pair {label} {active}->{captured}: vllm {vllm:7.2f} | "
+              + " ".join(f"{v} {best[v]:7.2f} ({vllm / best[v]:.3f}x){'' if gates[v] else ' GATE FAIL'}"
+                         for v in variants), flush=True)
+        rows.append(dict(active=active, captured=captured, vllm=vllm, ours=best, gates=gates))
+        with open(os.path.join(os.environ.get("OUT", "."), out_name), "w") as f:
+            json.dump(rows, f, indent=0)
+        del first, second
+        torch.cuda.empty_cache()
+    return rows
+

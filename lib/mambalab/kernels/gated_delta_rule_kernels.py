@@ -237,6 +237,7 @@ def _gdn_stream_kernel(
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+), only with EARLY_STATE
     EARLY_STATE: tl.constexpr = False,  # NB == 2: the slot and both blocks read first (before the wait, with PDL)
     EARLY_ONE: tl.constexpr = False,  # with EARLY_STATE: only the first block early, the second after it is stored
+    MID_LOAD: tl.constexpr = False,  # with EARLY_ONE: the second block loaded before the first's state store
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
     ``HAS_INITIAL_STATE``, no ``num_accepted_tokens``), one token a sequence; with ``SIGMOID_GATING`` ``g`` and
@@ -246,7 +247,8 @@ def _gdn_stream_kernel(
     through the pipelined loop; under PDL that is before waiting for the previous kernel (the caller's promise,
     as the general kernel's ``EARLY_STATE``), and ``q``/``k``/``v``/``g``/``beta`` are read after it. With
     ``EARLY_ONE`` only the first block is; the second is loaded after the first is stored (its load may not move
-    above the in-place stores to the same pool): 128 registers a thread for a bf16 state, not 168."""
+    above the in-place stores to the same pool): 128 registers a thread for a bf16 state, not 168. ``MID_LOAD``
+    issues that load between the first block's arithmetic (its output stored) and its state store."""
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
     i_n = program_row(2, ZIGZAG).to(tl.int64)
@@ -316,9 +318,15 @@ def _gdn_stream_kernel(
         p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h
         p_ht = ht + slot * s_ht_n + i_hv * s_ht_h
         if EARLY_STATE:
-            _stream_block(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
-            if EARLY_ONE:
+            if MID_LOAD:  # the second block's rows are not the first's: its load may precede their stores
+                h_a = _stream_output(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V)
                 h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
+                _stream_store(h_a, o_va, p_ht, s_ht_v, s_ht_k, V, K, BK)
+            else:
+                _stream_block(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
+                if EARLY_ONE:
+                    h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True,
+                                     RB, BK)
             _stream_block(h_b, o_va + RB, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
         else:
             for blk in tl.range(0, NB, num_stages=STAGES):
@@ -345,9 +353,14 @@ def _stream_block(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, 
                   V: tl.constexpr, K: tl.constexpr, BK: tl.constexpr):
     """One token on the rows ``o_v`` of a state (``b_h`` as loaded, any float dtype): the output rows and
     the updated rows stored. ``q`` is normalised and scaled, ``kq = k . q``."""
-    o_k = tl.arange(0, BK)
+    b_h = _stream_output(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V)
+    _stream_store(b_h, o_v, p_ht, s_ht_v, s_ht_k, V, K, BK)
+
+
+@triton.jit
+def _stream_output(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V: tl.constexpr):
+    """:func:`_stream_block` up to its state store: the output rows stored, the updated rows returned (fp32)."""
     mask_v = o_v < V
-    mask_h = mask_v[:, None] & (o_k < K)[None, :]
     b_h = b_h.to(tl.float32)
     b_v = tl.load(p_v + o_v * s_v_v, mask=mask_v, other=0.0).to(tl.float32)
     # h' = decay h + vn k^T, so h' @ q = decay (h @ q) + vn (k . q): the two reductions read the
@@ -356,7 +369,14 @@ def _stream_block(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, 
     b_hq = tl.sum(b_h * b_q[None, :], axis=1)
     b_vn = (b_v - decay * b_hk) * b_beta
     tl.store(p_o + o_v, (decay * b_hq + b_vn * kq).to(p_o.dtype.element_ty), mask=mask_v)
-    b_h = b_h * decay + b_vn[:, None] * b_k[None, :]
+    return b_h * decay + b_vn[:, None] * b_k[None, :]
+
+
+@triton.jit
+def _stream_store(b_h, o_v, p_ht, s_ht_v, s_ht_k, V: tl.constexpr, K: tl.constexpr, BK: tl.constexpr):
+    """:func:`_stream_block`'s state store: the updated rows ``o_v``."""
+    o_k = tl.arange(0, BK)
+    mask_h = (o_v < V)[:, None] & (o_k < K)[None, :]
     tl.store(p_ht + o_v[:, None] * s_ht_v + o_k[None, :] * s_ht_k, b_h.to(p_ht.dtype.element_ty), mask=mask_h)
 
 
