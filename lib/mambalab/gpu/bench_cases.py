@@ -36,6 +36,7 @@ class Case:
     kernel = ""
     nbytes = 0
     pool_bytes = 0
+    out_bytes = 0  # > 0: every implementation allocates its output itself (no ``out``), of this many bytes
 
     def __init__(self, pools: str):
         self.pools_mode = pools
@@ -159,6 +160,8 @@ class GDNCase(Case):
         self.pool_bytes = self.slots * state_bytes
         self.nbytes = active * (2 if tokens == 1 else 1 + tokens) * state_bytes
         self.out = None
+        if tokens > 1:  # fused_sigmoid_gating_delta_rule_update takes no out, upstream's nor ours
+            self.out_bytes = ntok * HV * V * _esize(act)
 
     def new_pool(self, scale=0.1):
         p = torch.randn(self.shape, device="cuda", dtype=self.state_dtype)
@@ -274,24 +277,59 @@ def _rel_rms(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).pow(2).mean().sqrt() / b.pow(2).mean().sqrt().clamp_min(1e-12))
 
 
+class poisoned_allocations:
+    """Allocations inside come from a private pool of the caching allocator (``torch.cuda.MemPool``) whose first
+    ``nbytes`` hold 0xFF bytes (NaN in fp32, bf16 and fp16), freed before use: an output a function allocates
+    itself, if it is that pool's first allocation, starts poisoned. :meth:`holds` says whether a tensor lies there.
+    """
+
+    def __init__(self, nbytes: int):
+        self.nbytes, self.pool, self.lo = nbytes, torch.cuda.MemPool(), 0
+
+    def __enter__(self):
+        self._ctx = torch.cuda.use_mem_pool(self.pool)
+        self._ctx.__enter__()
+        poison = torch.full((self.nbytes,), 0xFF, dtype=torch.uint8, device="cuda")
+        self.lo = poison.data_ptr()
+        del poison
+        return self
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)
+
+    def holds(self, t: torch.Tensor) -> bool:
+        return self.lo <= t.data_ptr() and t.data_ptr() + t.numel() * t.element_size() <= self.lo + self.nbytes
+
+
 def agreement(case: Case, impls: list[str]) -> tuple[bool, str]:
     """Run every implementation once on a copy of the same pool; compare outputs and updated slots.
 
-    The untouched slots (the null block included) must stay bit-identical to the input pool.
+    Outputs are poisoned (NaN) first, so an element an implementation does not write fails the gate: the case's
+    output buffer, or where the implementation allocates its own (``case.out_bytes``), the memory that allocation
+    gets (:class:`poisoned_allocations`; the gate fails if the output does not lie there). The untouched slots (the
+    null block included) must stay bit-identical to the input pool.
     """
     base = case.make_pools(1)[0]
-    results = {}
+    results, msgs, ok = {}, [], True
     for impl in impls:
         pool = base.clone()
-        (case.packed_out if case.kernel == "gdn" else case.out).fill_(float("nan"))  # poison: all must be written
-        case.call(impl, pool, None if impl != "mambalab" else BugConfig.fixed())
-        torch.cuda.synchronize()
+        bugs = None if impl != "mambalab" else BugConfig.fixed()
+        if case.out_bytes:
+            with poisoned_allocations(case.out_bytes) as poisoned:
+                case.call(impl, pool, bugs)
+            torch.cuda.synchronize()
+            if not poisoned.holds(case.out):
+                ok = False
+                msgs.append(f"{impl}: its output is not in the poisoned allocation")
+        else:
+            (case.packed_out if case.kernel == "gdn" else case.out).fill_(float("nan"))  # all must be written
+            case.call(impl, pool, bugs)
+            torch.cuda.synchronize()
         results[impl] = (case.live_out().clone(), pool)
     live = case.live_slots()
     keep = torch.ones(base.shape[0], dtype=torch.bool, device=base.device)
     keep[live] = False
     ref_out, ref_pool = results[impls[0]]
-    msgs, ok = [], True
     for impl in impls:
         out, pool = results[impl]
         if not torch.equal(pool[keep], base[keep]):
