@@ -99,8 +99,9 @@ def test_stream_rule_leaves_other_launches_alone(monkeypatch):
 @pytest.mark.parametrize("lens", [None, [1, 0, 2, 1, 1]], ids=["one-token", "varlen"])
 @pytest.mark.parametrize("one", [False, True], ids=["both-blocks", "first-block"])
 def test_stream_early_state_same_bytes(dtype, state_dtype, lens, one, monkeypatch):
-    """``STREAM_EARLY_STATE`` (both blocks read with the slot, or the first only, ``EARLY_ONE``; before PDL's wait
-    on a GPU) gives the same bytes as the pipelined loop, padded rows and sequences of other lengths included, and
+    """``STREAM_EARLY_STATE`` (both blocks read with the slot, or the first only, ``EARLY_ONE``, the second read
+    before the first's state store, under ptxas' cap; before PDL's wait on a GPU) gives the same bytes as the
+    pipelined loop, padded rows and sequences of other lengths included, and
     only with the caller's ``early_state_load`` promise."""
     monkeypatch.setattr(gdn, "STREAM", {state_dtype.itemsize: (4, 2, 2, 1, 1 << 30)})
     monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
@@ -127,6 +128,7 @@ def test_stream_early_state_same_bytes(dtype, state_dtype, lens, one, monkeypatc
         assert seen[-1]["kernel"] is gdn._gdn_stream_kernel
         runs[(bool(rule), promise)] = (o, p, seen[-1].get("EARLY_STATE", False))
         assert seen[-1].get("EARLY_ONE", False) == (one and bool(rule) and promise)
+        assert seen[-1].get("maxnreg") == (gdn.STREAM_ONE_MAXNREG if one and rule and promise else None)
     assert [r[2] for r in runs.values()] == [False, False, True]
     o0, p0, _ = runs[(False, True)]
     o1, p1, _ = runs[(True, True)]

@@ -29,13 +29,11 @@ Launch design
   kernel: blocks of rows in a pipelined loop, or, with the layer's ``early_state_load`` (:data:`STREAM_EARLY_STATE`),
   one or two blocks read before PDL's wait. Two tokens a sequence (:data:`SPEC_STREAM`) run the walk of
   :mod:`.gated_delta_rule_stream`; longer ones the general kernel (its token loop pipelined: :data:`SPEC_TOKEN_STAGES`).
-* Under the CPU interpreter (which costs programs x ops, whatever a tile's size) a program takes the largest power
-  of two of value heads dividing ``HV`` and the whole ``V`` (:func:`heads_per_program`,
-  :func:`mambalab.kernels.gated_delta_rule_kernels._gdn_heads_kernel`): grid ``(1, HV // heads, N)``, the same
-  results bit for bit; a one-token launch whose sequences are all live, all of them (:mod:`.gated_delta_rule_requests`).
+* Under the CPU interpreter (which costs programs x ops, whatever a tile's size) a program takes the largest power of
+  two of value heads dividing ``HV`` and the whole ``V`` (:func:`heads_per_program`, ``_gdn_heads_kernel``): grid
+  ``(1, HV // heads, N)``, the same bits; a one-token launch of live sequences, all (:mod:`.gated_delta_rule_requests`).
 
-Guards: :func:`mambalab.kernels.common.is_live_slot` with the ``GUARD`` constexpr from
-:func:`mambalab.kernels.common.guard_for` for the FLA family (the ``<= 0`` / ``> 0`` of #39064, as in vLLM 0.33).
+Guards: ``common.is_live_slot`` with ``GUARD`` from ``common.guard_for`` (FLA: ``<= 0`` / ``> 0`` of #39064, as 0.33).
 
 Spec decode column (``zero-accepted``, #48475 / #50021, both open): upstream's FLA kernels load column
 ``num_accepted - 1`` unbounded in every release up to 0.33 (``BOUND_ACCEPTED`` off): a 0 reads column -1, the previous
@@ -250,10 +248,11 @@ STREAM: dict[int, tuple[int, int, int, int, int]] = {2: (16, 2, 2, 16, 1 << 30),
 # 64 1.084 -> 1.121x, 9 -> 16 +1-2%, unpadded even; the streaming kernel's (an A/B switch) bf16 9 -> 16 1.148 -> 1.100x.
 ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
 # The streaming kernel's blocks read with its slot, before PDL's wait (EARLY_STATE, the layer's early_state_load), by
-# state element size: (fewest, most sequences, zigzag under PDL, the first block only: EARLY_ONE). H200: fp32 8-32 +2-9%
-# (calls 129-136); bf16 both blocks 168 registers, 12 programs an SM (call 152), the first only 128: layer pairs 9 -> 16
-# / 16 / 32 / 64 +7 / +4 / +3 / +2%, 256 even; the bench 9 -> 16 0.953 -> 1.024x (call 156, issue14-call156-*.txt).
+# state element size: (fewest, most sequences, zigzag under PDL, the first only: EARLY_ONE, capped: STREAM_ONE_MAXNREG)
+# H200: fp32 8-32 +2-9% (calls 129-136); bf16 both 168 registers, 12 programs an SM (152), the first only: layer pairs 9
+# -> 16 / 16 / 32 / 64 +7 / +4 / +3 / +2% (156); its second block read before the first's store, capped +1-4% (158).
 STREAM_EARLY_STATE: dict[int, tuple] = {4: (1, 1 << 30, True, False), 2: (16, 1 << 30, False, True)}
+STREAM_ONE_MAXNREG = 128
 # Several tokens a sequence (2-D indices, in place, either gating): the streaming kernel for speculation
 # (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
 # most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
@@ -413,6 +412,7 @@ def _launch(
         pdl = early and use_pdl(q.device)  # PDL with the early blocks only (and their zigzag, zz)
         extra = dict(extra, EARLY_STATE=early, EARLY_ONE=early and one, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl,
                      **({"launch_pdl": True} if pdl else {}))
+        extra.update({"maxnreg": STREAM_ONE_MAXNREG} if early and one else {})
     spec = SPEC_STREAM.get(state_in.element_size()) if (
         _gpu_rules_on(q.device) and in_place and indexed == 2 and multi_token and block_v is None and heads == 1
         and num_cols <= SPEC_STREAM_MAX_TOKENS) else None

@@ -11,7 +11,7 @@ They mirror vLLM's copy of flash-linear-attention's ``fused_recurrent_gated_delt
   pipeliner issues the next block's state load, an asynchronous copy into shared memory, while this block is
   computed), so the bytes in flight sit in shared memory rather than in registers; or, with ``EARLY_STATE``
   (the layer's ``early_state_load``), reads its two blocks into registers with the slot, before PDL's wait
-  (``EARLY_ONE``: the first only, the second once the first is stored; fewer registers).
+  (``EARLY_ONE``: the first only, the second once the first is computed; fewer registers).
   Each block's token is :func:`_stream_block`. A sequence that is not one token long (varlen rows of 0 or
   several tokens) takes the general path in the same program.
 """
@@ -236,8 +236,7 @@ def _gdn_stream_kernel(
     ZIGZAG: tl.constexpr = False,  # the sequences in the order 0, n-1, 1, ... (common.program_row; a GPU only)
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+), only with EARLY_STATE
     EARLY_STATE: tl.constexpr = False,  # NB == 2: the slot and both blocks read first (before the wait, with PDL)
-    EARLY_ONE: tl.constexpr = False,  # with EARLY_STATE: only the first block early, the second after it is stored
-    MID_LOAD: tl.constexpr = False,  # with EARLY_ONE: the second block loaded before the first's state store
+    EARLY_ONE: tl.constexpr = False,  # with EARLY_STATE: only the first block early, the second once it is computed
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
     ``HAS_INITIAL_STATE``, no ``num_accepted_tokens``), one token a sequence; with ``SIGMOID_GATING`` ``g`` and
@@ -246,9 +245,9 @@ def _gdn_stream_kernel(
     With ``EARLY_STATE`` the program's two blocks are loaded into registers as soon as the slot is known, not
     through the pipelined loop; under PDL that is before waiting for the previous kernel (the caller's promise,
     as the general kernel's ``EARLY_STATE``), and ``q``/``k``/``v``/``g``/``beta`` are read after it. With
-    ``EARLY_ONE`` only the first block is; the second is loaded after the first is stored (its load may not move
-    above the in-place stores to the same pool): 128 registers a thread for a bf16 state, not 168. ``MID_LOAD``
-    issues that load between the first block's arithmetic (its output stored) and its state store."""
+    ``EARLY_ONE`` only the first block is; the second is loaded between the first's arithmetic (its output stored) and
+    its state store (the compiler keeps a load below a store to the same pool, so the order is written): 130 registers a
+    thread for a bf16 state (128 under ptxas' cap, the launch's), not 168."""
     i_v = tl.program_id(0)
     i_hv = tl.program_id(1)
     i_n = program_row(2, ZIGZAG).to(tl.int64)
@@ -318,15 +317,12 @@ def _gdn_stream_kernel(
         p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h
         p_ht = ht + slot * s_ht_n + i_hv * s_ht_h
         if EARLY_STATE:
-            if MID_LOAD:  # the second block's rows are not the first's: its load may precede their stores
+            if EARLY_ONE:  # the second block's rows are not the first's: its load may precede their store
                 h_a = _stream_output(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V)
                 h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
                 _stream_store(h_a, o_va, p_ht, s_ht_v, s_ht_k, V, K, BK)
             else:
                 _stream_block(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
-                if EARLY_ONE:
-                    h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True,
-                                     RB, BK)
             _stream_block(h_b, o_va + RB, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
         else:
             for blk in tl.range(0, NB, num_stages=STAGES):
