@@ -52,9 +52,9 @@ def test_an_output_outside_the_poisoned_allocation_fails_the_gate():
 def test_poisoned_allocations_hand_out_nan():
     from mambalab.gpu.bench_cases import poisoned_allocations
 
-    with poisoned_allocations(4096) as p:
-        t = torch.empty(1024, dtype=torch.float32, device="cuda")
-    assert p.holds(t) and bool(torch.isnan(t).all())
-    with poisoned_allocations(4096) as p:
-        b = torch.empty(2048, dtype=torch.bfloat16, device="cuda")
-    assert p.holds(b) and bool(torch.isnan(b.float()).all())
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        poisoned = poisoned_allocations(4096)
+        with poisoned:
+            t = torch.empty(4096 // dtype.itemsize, dtype=dtype, device="cuda")
+        assert poisoned.holds(t) and bool(torch.isnan(t.float()).all()), dtype
+        del t, poisoned

@@ -310,15 +310,16 @@ def agreement(case: Case, impls: list[str]) -> tuple[bool, str]:
     null block included) must stay bit-identical to the input pool.
     """
     base = case.make_pools(1)[0]
-    results, msgs, ok = {}, [], True
+    results, msgs, ok, poisons = {}, [], True, []
     for impl in impls:
         pool = base.clone()
         bugs = None if impl != "mambalab" else BugConfig.fixed()
         if case.out_bytes:
-            with poisoned_allocations(case.out_bytes) as poisoned:
+            poisons.append(poisoned_allocations(case.out_bytes))  # kept: a pool is not dropped inside another's use
+            with poisons[-1]:
                 case.call(impl, pool, bugs)
             torch.cuda.synchronize()
-            if not poisoned.holds(case.out):
+            if not poisons[-1].holds(case.out):
                 ok = False
                 msgs.append(f"{impl}: its output is not in the poisoned allocation")
         else:
@@ -348,5 +349,7 @@ def agreement(case: Case, impls: list[str]) -> tuple[bool, str]:
         if e_out > tol_out or e_state > tol_state:
             ok = False
         msgs.append(f"{impl} vs {impls[0]}: out {e_out:.1e}, state {e_state:.1e}")
-    del results
+    if poisons:
+        case.out = None  # the last output's memory back to its pool, then the pools released
+    del results, poisons
     return ok, "; ".join(msgs)
