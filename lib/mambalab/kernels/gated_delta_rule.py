@@ -252,7 +252,7 @@ ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
 # H200: fp32 8-32 +2-9% (calls 129-136); bf16 both 168 registers, 12 programs an SM (152), the first only: layer pairs 9
 # -> 16 / 16 / 32 / 64 +7 / +4 / +3 / +2% (156); its second block read before the first's store, capped +1-4% (158).
 STREAM_EARLY_STATE: dict[int, tuple] = {4: (1, 1 << 30, True, False), 2: (16, 1 << 30, False, True)}
-STREAM_ONE_MAXNREG = 128
+STREAM_ONE_MAXNREG = 128  # 112 / 96 / 80 (no spill locally): 1.15-3.0x the time (call 161)
 # Several tokens a sequence (2-D indices, in place, either gating): the streaming kernel for speculation
 # (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
 # most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
