@@ -237,6 +237,7 @@ def _gdn_stream_kernel(
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+), only with EARLY_STATE
     EARLY_STATE: tl.constexpr = False,  # NB == 2: the slot and both blocks read first (before the wait, with PDL)
     EARLY_ONE: tl.constexpr = False,  # with EARLY_STATE: only the first block early, the second once it is computed
+    RAW_QK: tl.constexpr = False,  # q, k not normalised before the state's reductions, their norms applied after
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
     ``HAS_INITIAL_STATE``, no ``num_accepted_tokens``), one token a sequence; with ``SIGMOID_GATING`` ``g`` and
@@ -309,27 +310,38 @@ def _gdn_stream_kernel(
             b_A, b_dtb = 0.0, 0.0  # unused
         decay, b_beta = _token_gates(p_tok_g, p_tok_beta, 0, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta,
                                      softplus_threshold, SIGMOID_GATING, HAS_BETA)
-        if USE_L2NORM:
-            b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
-            b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
-        b_q = b_q * scale
-        kq = tl.sum(b_k * b_q, axis=0)
+        if RAW_QK:  # q, k as loaded; their norms (and the scale) applied to the reductions below
+            r_q, r_k = scale, 1.0
+            if USE_L2NORM:
+                r_q = scale / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
+                r_k = 1.0 / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
+            kq = tl.sum(b_k * b_q, axis=0) * (r_q * r_k)
+        else:
+            if USE_L2NORM:
+                b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
+                b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
+            b_q = b_q * scale
+            kq = tl.sum(b_k * b_q, axis=0)
+            r_q, r_k = 1.0, 1.0
         p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h
         p_ht = ht + slot * s_ht_n + i_hv * s_ht_h
         if EARLY_STATE:
             if EARLY_ONE:  # the second block's rows are not the first's: its load may precede their store
-                h_a = _stream_output(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V)
+                h_a = _stream_output(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V, r_q, r_k, RAW_QK)
                 h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
                 _stream_store(h_a, o_va, p_ht, s_ht_v, s_ht_k, V, K, BK)
             else:
-                _stream_block(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
-            _stream_block(h_b, o_va + RB, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
+                _stream_block(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK,
+                              r_q, r_k, RAW_QK)
+            _stream_block(h_b, o_va + RB, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK,
+                          r_q, r_k, RAW_QK)
         else:
             for blk in tl.range(0, NB, num_stages=STAGES):
                 o_v = (i_v * NB + blk) * RB + tl.arange(0, RB)
                 mask_h = (o_v < V)[:, None] & mask_k[None, :]
                 b_h = tl.load(p_h0 + o_v[:, None] * s_h0_v + o_k[None, :] * s_h0_k, mask=mask_h, other=0.0)
-                _stream_block(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK)
+                _stream_block(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK,
+                              r_q, r_k, RAW_QK)
     else:
         # several tokens in this sequence (varlen): the general kernel's path, block by block
         for blk in tl.static_range(NB):
@@ -346,15 +358,17 @@ def _gdn_stream_kernel(
 
 @triton.jit
 def _stream_block(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k,
-                  V: tl.constexpr, K: tl.constexpr, BK: tl.constexpr):
+                  V: tl.constexpr, K: tl.constexpr, BK: tl.constexpr, r_q, r_k, RAW: tl.constexpr):
     """One token on the rows ``o_v`` of a state (``b_h`` as loaded, any float dtype): the output rows and
-    the updated rows stored. ``q`` is normalised and scaled, ``kq = k . q``."""
-    b_h = _stream_output(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V)
+    the updated rows stored. ``q`` is normalised and scaled, ``kq = k . q``; with ``RAW`` they are as loaded and
+    ``r_q``, ``r_k`` their factors (``kq`` the normalised one)."""
+    b_h = _stream_output(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V, r_q, r_k, RAW)
     _stream_store(b_h, o_v, p_ht, s_ht_v, s_ht_k, V, K, BK)
 
 
 @triton.jit
-def _stream_output(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V: tl.constexpr):
+def _stream_output(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V: tl.constexpr, r_q, r_k,
+                   RAW: tl.constexpr):
     """:func:`_stream_block` up to its state store: the output rows stored, the updated rows returned (fp32)."""
     mask_v = o_v < V
     b_h = b_h.to(tl.float32)
@@ -363,8 +377,13 @@ def _stream_output(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V: tl
     # block as loaded, independently (in _gdn_rows this form ran 1.2x slower for bf16 on an H200)
     b_hk = tl.sum(b_h * b_k[None, :], axis=1)
     b_hq = tl.sum(b_h * b_q[None, :], axis=1)
+    if RAW:
+        b_hk = b_hk * r_k
+        b_hq = b_hq * r_q
     b_vn = (b_v - decay * b_hk) * b_beta
     tl.store(p_o + o_v, (decay * b_hq + b_vn * kq).to(p_o.dtype.element_ty), mask=mask_v)
+    if RAW:
+        b_vn = b_vn * r_k
     return b_h * decay + b_vn[:, None] * b_k[None, :]
 
 
