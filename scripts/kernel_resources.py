@@ -241,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         r = resources(compiled)
         shape = ("BLOCK_M", "BLOCK_N", "BK", "BV", "ROWS", "SPLIT", "RB", "NB", "STAGES", "REQS", "TOKENS")
         launch = {n: v for n, v in caught["kwargs"].items() if n in shape}
-        flags = [n for n in ("USE_PDL", "TRIGGER", "EARLY_STATE", "EARLY_ONE", "HEADS_FIRST", "FAST_SOFTPLUS")
-                 if caught["kwargs"].get(n)]
+        flags = [n for n in ("USE_PDL", "TRIGGER", "EARLY_STATE", "EARLY_ONE", "RAW_QK", "HEADS_FIRST",
+                             "FAST_SOFTPLUS") if caught["kwargs"].get(n)]
         name = getattr(caught["kernel"], "__name__", None) or caught["kernel"].fn.__name__
         print(f"| {k} | {'-'.join([d, *variant])} | `{name}` {caught['grid']} | {launch} w={r['num_warps']} "
               f"{' '.join(flags)} | {r['registers']} | {r['shared']} | {r['local']} | {r['sass_instructions']} |",

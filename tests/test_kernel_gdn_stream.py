@@ -34,9 +34,13 @@ def _launched_kernels(monkeypatch):
 @pytest.mark.parametrize("dtype,state_dtype", STATE_DTYPES)
 @pytest.mark.parametrize("rb,nb,stages,V", [(4, 2, 2, 20), (8, 2, 3, 16), (4, 4, 1, 12)],
                          ids=["rb4-nb2-V20-masked", "rb8-nb2-s3", "rb4-nb4-s1"])
-def test_stream_kernel_matches_reference(dtype, state_dtype, rb, nb, stages, V, monkeypatch):
-    """Padded rows (null slots) included; untouched slots, the null block too, bit-identical."""
+@pytest.mark.parametrize("raw,l2norm", [(False, True), (True, True), (True, False)],
+                         ids=["normalised", "raw-qk", "raw-qk-no-l2norm"])
+def test_stream_kernel_matches_reference(dtype, state_dtype, rb, nb, stages, V, raw, l2norm, monkeypatch):
+    """Padded rows (null slots) included; untouched slots, the null block too, bit-identical. ``RAW_QK``
+    (``STREAM_RAW_QK``: q and k as loaded, their norms and the scale applied to the state's reductions) alike."""
     monkeypatch.setattr(gdn, "STREAM", {state_dtype.itemsize: (rb, nb, stages, 1, 1 << 30)})
+    monkeypatch.setattr(gdn, "STREAM_RAW_QK", frozenset({state_dtype.itemsize} if raw else ()))
     monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     seen = _launched_kernels(monkeypatch)
     gen = _gen(90 + rb + V)
@@ -46,10 +50,10 @@ def test_stream_kernel_matches_reference(dtype, state_dtype, rb, nb, stages, V, 
     _, pool = make_pool(gen, slots, HV, V, K, state_dtype)
     idx = random_slot_indices(N, slots, num_null_rows=2, generator=gen).to(DEVICE)
     before, pool_ref = pool.clone(), pool.clone()
-    kw = dict(ssm_state_indices=idx, use_qk_l2norm_in_kernel=True)
+    kw = dict(ssm_state_indices=idx, use_qk_l2norm_in_kernel=l2norm)
     o, _ = fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=pool, bugs=FIXED, **kw)
     o_ref, _ = fused_recurrent_gated_delta_rule_ref(q, k, v, g, beta, initial_state=pool_ref, **kw)
-    assert seen and seen[-1]["kernel"] is gdn._gdn_stream_kernel
+    assert seen and seen[-1]["kernel"] is gdn._gdn_stream_kernel and seen[-1]["RAW_QK"] == raw
     assert_close(o, o_ref, dtype, "o")
     assert_close(pool, pool_ref, state_dtype, "pool")
     assert_untouched(before, pool, touched_slots(idx))
@@ -129,6 +133,7 @@ def test_stream_early_state_same_bytes(dtype, state_dtype, lens, one, monkeypatc
         runs[(bool(rule), promise)] = (o, p, seen[-1].get("EARLY_STATE", False))
         assert seen[-1].get("EARLY_ONE", False) == (one and bool(rule) and promise)
         assert seen[-1].get("maxnreg") == (gdn.STREAM_ONE_MAXNREG if one and rule and promise else None)
+        assert seen[-1]["RAW_QK"] == (state_dtype.itemsize in gdn.STREAM_RAW_QK)
     assert [r[2] for r in runs.values()] == [False, False, True]
     o0, p0, _ = runs[(False, True)]
     o1, p1, _ = runs[(True, True)]

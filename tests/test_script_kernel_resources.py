@@ -27,6 +27,7 @@ EXPECTED = {
     ("ssu-bf16-spec4", 64): ("_ssu_kernel", {"USE_PDL", "FAST_SOFTPLUS"}),
     ("gdn-bf16", 64): ("_gdn_stream_kernel", {"USE_PDL", "EARLY_STATE", "EARLY_ONE"}),  # the first block early
     ("gdn-fp32", 1): ("_gdn_decode_kernel", {"USE_PDL", "EARLY_STATE"}),
+    ("gdn-fp32", 16): ("_gdn_stream_kernel", {"USE_PDL", "EARLY_STATE", "RAW_QK"}),  # q, k as loaded (STREAM_RAW_QK)
     ("conv-bf16", 64): ("_causal_conv1d_decode_kernel", {"TRIGGER"}),  # PDL's trigger only (DECODE_TRIGGER)
     ("conv-fp32", 1): ("_causal_conv1d_decode_kernel", {"USE_PDL"}),  # one request: no interpreter row kernel
 }
@@ -61,6 +62,6 @@ def test_the_caught_launch_is_the_gpus_and_compiles(batch):
         _, _, grid, launch, registers, _, local, sass = rows[case]
         assert f"`{kernel}`" in grid, (case, grid)
         assert "heads" not in grid and "requests" not in grid, (case, grid)  # never an interpreter kernel
-        shown = set(re.findall(r"\b(USE_PDL|TRIGGER|EARLY_STATE|EARLY_ONE|HEADS_FIRST|FAST_SOFTPLUS)\b", launch))
+        shown = set(re.findall(r"\b(USE_PDL|TRIGGER|EARLY_STATE|EARLY_ONE|RAW_QK|HEADS_FIRST|FAST_SOFTPLUS)\b", launch))
         assert shown == flags, (case, launch)
         assert 0 < int(registers) <= 255 and int(local) == 0 and int(sass) > 100, (case, rows[case])

@@ -253,6 +253,10 @@ ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
 # -> 16 / 16 / 32 / 64 +7 / +4 / +3 / +2% (156); its second block read before the first's store, capped +1-4% (158).
 STREAM_EARLY_STATE: dict[int, tuple] = {4: (1, 1 << 30, True, False), 2: (16, 1 << 30, False, True)}
 STREAM_ONE_MAXNREG = 128  # 112 / 96 / 80 (no spill locally): 1.15-3.0x the time (call 161)
+# The streaming kernel's one-token step with q / k as loaded, their norms applied after the state's reductions (RAW_QK),
+# by state element size. H200 (call 162, issue14-call162-gdn-raw-qk.txt): fp32 8-32 +0-8% (fp32 activations at 9
+# 1.024 -> 1.104x), after a torch kernel -0.3-+12%, layer pairs 8 / 16 / 32 +8 / +2 / +2%; bf16 -1-+2%, not taken.
+STREAM_RAW_QK = frozenset({4})
 # Several tokens a sequence (2-D indices, in place, either gating): the streaming kernel for speculation
 # (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
 # most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
@@ -263,25 +267,20 @@ STREAM_ONE_MAXNREG = 128  # 112 / 96 / 80 (no spill locally): 1.15-3.0x the time
 #   227-255 registers, 2 or 4 warps slower still), so two columns at most; fp32: slower or even (T = 2-4, 8-256).
 SPEC_STREAM: dict[int, tuple[int, int, int, int, int, int]] = {2: (8, 4, 3, 64, 1 << 30, 1)}
 SPEC_STREAM_MAX_TOKENS = 2
-# Several tokens a sequence, the general kernel (what SPEC_STREAM leaves): its token loop pipelined, the next token's
-# q/k/v/g/beta loads issued while this one is worked on (num_stages by state element size; 0: the plain loop), from
-# this many sequences. H200 beside vLLM 0.33, A/B interleaved (docs/results/issue14-call24-ab-tokstages.txt; vLLM's
-# time over ours): bf16, 3 stages, batch 256 T = 3 / 4 1.06 / 1.07 -> 1.11 / 1.11x (2 stages: 1.09 / 1.08x); 64 even,
-# 8 0.5-1% slower; fp32: 0.3-5% slower from batch 8 to 64, even at 256. From 128 since calls 31-32 (issue14-call31-ab-
-# rules.txt, call32, call33-ab-confirm.txt): bf16 T = 3 / 4 at 128 1.07 / 1.08 -> 1.11 / 1.11x (1.14 with EARLY_INDEX
-# below); at 64 still even (1.085-1.10x; with EARLY_INDEX, call 60: 1.091-1.100x).
+# Several tokens a sequence, the general kernel (what SPEC_STREAM leaves): its token loop pipelined (the next token's
+# q/k/v/g/beta loads in flight; num_stages by state element size, 0: plain) from this many sequences. H200 beside vLLM
+# (issue14-call24-ab-tokstages.txt, call31-33): bf16 3 stages, T = 3 / 4 at 128-256 1.06-1.08 -> 1.11x (1.14 with
+# EARLY_INDEX); 64 even (1.085-1.10x), 8 0.5-1% slower; fp32 0.3-5% slower at 8-64, even at 256.
 SPEC_TOKEN_STAGES: dict[int, int] = {2: 3}
 SPEC_TOKEN_STAGES_MIN_N = 128
 # EARLY_DST (one slot a token, each store's slot loaded with the inputs) up to this many sequences, by element size
 # (call 64, issue14-call64-early-dst.txt: bf16 T = 3 / 4 at 1-64 +0.7-8%, 256 even; fp32 at 8 +0.5-1.3%, 64 even).
 SPEC_EARLY_DST: dict[int, int] = {2: 64, 4: 8}
 # The general kernel's slot loads issued with cu_seqlens' (EARLY_INDEX: one memory round trip fewer before the state
-# load) on a GPU, by state element size: (fewest, most sequences). H200 beside vLLM, A/B interleaved (docs/results/
-# issue14-call32-ab-prologue.txt, call33-ab-confirm.txt; vLLM's time over ours, call 33): fp32 one token 57 / 57 -> 64
-# / 64 1.090 / 1.082 / 1.092 -> 1.094 / 1.089 / 1.095x (fp32 activations 1.108 / 1.095 / 1.106 -> 1.116 / 1.102 /
-# 1.112x), 128-512 0.1-0.4% faster, speculative fp32 at 64 / 256 even or faster; bf16 T = 3 / 4 at 256 1.11 -> 1.14x.
-# Not taken: bf16 below 128 (one token at batch 4 1.46 -> 1.31x, though 1.30 -> 1.38x at 8; speculative T = 3 / 4 at
-# 8 0.5% slower), fp32 below 33 (the streaming kernel; 2-4 even or slower).
+# load) on a GPU, by state element size: (fewest, most sequences). H200 beside vLLM (issue14-call32-ab-prologue.txt,
+# call33-ab-confirm.txt): fp32 one token 57 / 57 -> 64 / 64 1.090 / 1.082 / 1.092 -> 1.094 / 1.089 / 1.095x (fp32
+# activations +0.6-0.8%), 128-512 +0.1-0.4%, speculative fp32 at 64 / 256 even or faster; bf16 T = 3 / 4 at 256 1.11 ->
+# 1.14x. Not taken: bf16 below 128 (one token at 4 1.46 -> 1.31x, 8 1.30 -> 1.38x; T = 3 / 4 at 8 -0.5%), fp32 below 33.
 EARLY_INDEX: dict[int, tuple[int, int]] = {4: (33, 1 << 30), 2: (128, 1 << 30)}
 
 
@@ -412,7 +411,8 @@ def _launch(
         pdl = early and use_pdl(q.device)  # PDL with the early blocks only (and their zigzag, zz)
         extra = dict(extra, EARLY_STATE=early, EARLY_ONE=early and one, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl,
                      **({"launch_pdl": True} if pdl else {}))
-        extra.update({"maxnreg": STREAM_ONE_MAXNREG} if early and one else {})
+        extra.update({"maxnreg": STREAM_ONE_MAXNREG} if early and one else {},
+                     RAW_QK=state_in.element_size() in STREAM_RAW_QK)
     spec = SPEC_STREAM.get(state_in.element_size()) if (
         _gpu_rules_on(q.device) and in_place and indexed == 2 and multi_token and block_v is None and heads == 1
         and num_cols <= SPEC_STREAM_MAX_TOKENS) else None
