@@ -13,8 +13,9 @@ They mirror vLLM's copy of flash-linear-attention's ``fused_recurrent_gated_delt
   (the layer's ``early_state_load``), reads its two blocks into registers with the slot, before PDL's wait
   (``EARLY_ONE``: the first only, the second once the first is computed; fewer registers).
   Each block's token is :func:`_stream_block`; with ``RAW_QK`` (``gated_delta_rule.STREAM_RAW_QK``) on ``q`` and ``k``
-  as loaded, their norms and the scale applied to the block's reductions, so those need not wait for the norms. A sequence that is not one token long (varlen rows of 0 or
-  several tokens) takes the general path in the same program.
+  as loaded, their norms and the scale applied to the block's reductions, so those need not wait for the norms.
+  A sequence that is not one token long (varlen rows of 0 or several tokens) takes the general path in the same
+  program.
 """
 
 from __future__ import annotations
