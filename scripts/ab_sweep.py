@@ -55,9 +55,14 @@ def register_cap(kernels) -> list[int]:
 NEIGHBOUR = [False]
 
 
+def _calls(case, impl: str) -> list:
+    """The bench's launches of ``impl`` ("mambalab" with every fix on, or "vllm") on ``case``, one a pool."""
+    return bench._timed_calls(case, impl, BUDGET, FIX if impl == "mambalab" else None)
+
+
 def timed(case, impl: str) -> float:
-    """µs a launch of ``impl`` ("mambalab" with every fix on, or "vllm") on ``case``, the bench's timing."""
-    calls = bench._timed_calls(case, impl, BUDGET, FIX if impl == "mambalab" else None)
+    """µs a launch of ``impl`` on ``case``, the bench's timing."""
+    calls = _calls(case, impl)
     us = bench.time_graph_after_torch(calls, REP) if NEIGHBOUR[0] else bench.time_graph(calls, REP)
     del calls
     return us
@@ -66,8 +71,7 @@ def timed(case, impl: str) -> float:
 def pair_time(first, second, impl: str) -> float:
     """µs a launch of ``first`` then ``second`` (a layer's conv, then its SSU or GDN) after a torch kernel, the torch
     kernel subtracted: one graph over as many pools of each as fit the budget."""
-    a = bench._timed_calls(first, impl, BUDGET, FIX if impl == "mambalab" else None)
-    b = bench._timed_calls(second, impl, BUDGET, FIX if impl == "mambalab" else None)
+    a, b = _calls(first, impl), _calls(second, impl)
     n = min(len(a), len(b))
     return bench.time_graph_after_torch([(lambda x=x, y=y: (x(), y())) for x, y in zip(a[:n], b[:n])])
 
@@ -136,4 +140,3 @@ def pair_sweep(label: str, shapes, make_pair, variants, setv, out_name: str) -> 
         del first, second
         torch.cuda.empty_cache()
     return rows
-

@@ -94,6 +94,7 @@ def _token_gates(p_g, p_beta, t, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta, sof
             b_beta = 1.0
     return decay, b_beta
 
+
 @triton.jit
 def _gdn_rows(
     h_rows, o_v, q, k, v, g, beta, o, ht, state_indices, A_log, dt_bias,
