@@ -66,3 +66,40 @@ def test_cli_lists_the_catalogue():
     assert [r.split()[0] for r in rows] == [b.id for b in CATALOGUE]  # one row per catalogue entry, in order
     assert rows[0].split()[:4] == ["pad-minus-one", "#35431", "merged", "0.20"]
     assert any(r.split()[:4] == ["zero-accepted", "#48475", "open", "-"] for r in rows)  # in no release
+
+
+def _compat_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compat_script", ROOT / "scripts" / "compat.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_compat_links_the_main_venvs_torch_only_at_the_pinned_version(monkeypatch):
+    import torch
+
+    compat = _compat_module()
+    monkeypatch.setattr(compat, "MAIN_PY", Path(sys.executable))  # this interpreter stands in for .venv's
+    version = torch.__version__.split("+")[0]
+    site, tops = compat.main_venv_torch(f"torch=={version}")
+    assert "torch" in tops and any(t.startswith("torch-") and t.endswith(".dist-info") for t in tops)
+    assert all((site / t).exists() for t in tops) and ".." not in tops
+    assert (site / "torch" / "__init__.py").exists()
+    assert compat.main_venv_torch("torch==0.0.1") is None  # another version: installed, not linked
+    assert compat.main_venv_torch("torch>=2") is None  # not a pin
+    monkeypatch.setattr(compat, "MAIN_PY", Path("/nonexistent/python"))
+    assert compat.main_venv_torch(f"torch=={version}") is None
+
+
+def test_compat_rebuilds_a_venv_whose_link_dangles(tmp_path, monkeypatch):
+    compat = _compat_module()
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (tmp_path / "pkg").mkdir()
+    (site / "torch").symlink_to(tmp_path / "pkg")
+    monkeypatch.setattr(compat, "VENV", tmp_path)
+    assert compat.links_resolve()
+    (tmp_path / "pkg").rmdir()  # .venv removed
+    assert not compat.links_resolve()
