@@ -20,7 +20,8 @@ Launch design
 * Block sizes by rule, never autotuned (autotuning would re-run an in-place kernel on live state): ``BV`` so that a
   program moves about 4 KiB of fp32 state (8 rows of 128) or 8 KiB of bf16 state (32 rows, loaded at once and worked
   on in two halves, ``SPLIT``), and ``BV`` halved while the grid would be too small to occupy the GPU (small batches
-  are latency-bound: more, smaller programs); one warp per program (fastest on an H200). See :func:`launch_config`.
+  are latency-bound: more, smaller programs); one warp per program (fastest on an H200). See :func:`launch_config`;
+  where another card measured other shapes, :mod:`.gated_delta_rule_devices`.
 * A sequence whose load index is not live (the guard) costs one index load and a few output stores: programs return
   before touching the state. Where :data:`EARLY_INDEX` says so, the index's loads go out with ``cu_seqlens``'.
 * All strides are honoured (q/k/v/g/beta views into a packed projection, a page-padded pool, a column slice of a
@@ -58,21 +59,17 @@ from mambalab.kernels.common import (KernelFamily, bound_accepted_for, guard_for
                                      requests_a_program, use_pdl)  # use_pdl: PDL where the SSU and the conv take it
 from mambalab.kernels.gated_delta_rule_kernels import (_gdn_heads_kernel, _gdn_rows, _gdn_slot, _gdn_stream_kernel,
                                                        _load_rows)
+from mambalab.kernels.gated_delta_rule_devices import device_rule
 from mambalab.kernels.gated_delta_rule_requests import _gdn_requests_kernel
 from mambalab.kernels.gated_delta_rule_stream import _gdn_spec_stream_kernel
 from mambalab.kernels.gated_delta_rule_ref import validate_gdn_inputs
 
 KERNEL_NAME = "fused_recurrent_gated_delta_rule"
 
-# Launch rule constants (see launch_config).
-# State bytes per program by element size: 4 KiB fp32 (8 rows of 128), 8 KiB
-# bf16/fp16 (32 rows, worked on in two halves: SPLIT_BY_ELEMENT_SIZE).
-_STATE_BYTES_BY_ELEMENT_SIZE = {4: 4096, 2: 8192}
-_STATE_BYTES_PER_PROGRAM = 4096  # any other element size
-_NUM_WARPS = 1
-_MIN_BV = 4
-# Row blocks per tile by state element size (see _gdn_decode_kernel): a 2-byte
-# state is loaded whole but converted and updated half a tile at a time.
+# Launch rule constants (see launch_config). State bytes per program by element size: 4 KiB fp32 (8 rows of 128), 8 KiB
+# bf16/fp16 (32 rows, worked on in two halves: SPLIT_BY_ELEMENT_SIZE); 4 KiB for any other element size.
+_STATE_BYTES_BY_ELEMENT_SIZE, _STATE_BYTES_PER_PROGRAM, _NUM_WARPS, _MIN_BV = {4: 4096, 2: 8192}, 4096, 1, 4
+# Row blocks per tile by state element size (_gdn_decode_kernel): a 2-byte state loaded whole, worked on in halves.
 SPLIT_BY_ELEMENT_SIZE = {2: 2}
 
 
@@ -286,15 +283,15 @@ EARLY_INDEX: dict[int, tuple[int, int]] = {4: (33, 1 << 30), 2: (128, 1 << 30)}
 
 def launch_config(
     K: int, V: int, HV: int, N: int, state_element_size: int, num_sms: int = 132,
-    multi_token: bool = False,
+    multi_token: bool = False, state_bytes: int | None = None,
 ) -> tuple[int, int, int]:
     """``(BK, BV, num_warps)`` for a launch, by rule (never autotuned).
 
     * ``BK = next_pow2(K)``: the whole key dimension in one program.
     * ``BV``: the power of two that gives about 4 KiB of fp32 state or 8 KiB
       of bf16/fp16 state per program (Qwen3-Next K=V=128: 8 rows fp32, 32
-      rows bf16, the latter worked on in two halves, :func:`split_rows`), at
-      most ``next_pow2(V)``, at least 4 (or less when V is smaller).
+      rows bf16, the latter worked on in two halves, :func:`split_rows`; or
+      ``state_bytes``, a device rule's), at most ``next_pow2(V)``, at least 4 (or V's).
     * While the grid has fewer than 4 programs per SM, halve BV (down to 4):
       at small batch the step is latency-bound and more programs overlap the
       load-compute-store chain; on a GPU (the interpreter passes 1 SM) at most
@@ -309,7 +306,7 @@ def launch_config(
     bv_cap = triton.next_power_of_2(V)
     if multi_token and state_element_size in MULTI_TOKEN_BV:
         return BK, min(bv_cap, MULTI_TOKEN_BV[state_element_size]), _NUM_WARPS
-    nbytes = _STATE_BYTES_BY_ELEMENT_SIZE.get(state_element_size, _STATE_BYTES_PER_PROGRAM)
+    nbytes = state_bytes or _STATE_BYTES_BY_ELEMENT_SIZE.get(state_element_size, _STATE_BYTES_PER_PROGRAM)
     rows = max(1, nbytes // (BK * state_element_size))
     BV = min(bv_cap, 1 << (rows.bit_length() - 1))  # largest power of two <= rows
     BV = max(min(_MIN_BV, bv_cap), BV)
@@ -379,8 +376,11 @@ def _launch(
     num_cols = shapes.index_columns
 
     multi_token = B * T > N  # more tokens than requests: speculative decoding (or varlen prefill)
-    BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device),
-                               multi_token=multi_token and q.device.type == "cuda")
+    # a card whose measured shapes differ from the H200's (gated_delta_rule_devices), one token a sequence
+    card = None if multi_token or block_v is not None else device_rule(q.device, state_in.element_size(), N)
+    BK, BV, nw = launch_config(K, V, HV, N, state_in.element_size(), _num_sms(q.device), multi_token=multi_token
+                               and q.device.type == "cuda", state_bytes=card.state_bytes if card else None)
+    nw = card.num_warps if card else nw
     heads = heads_per_program(HV, q.device) if block_h is None else block_h
     if heads < 1 or heads & (heads - 1) or HV % heads:
         raise ValueError(f"block_h must be a power of two dividing HV={HV}, got {heads}")
@@ -403,7 +403,7 @@ def _launch(
         grid = (triton.cdiv(V, BV), HV // heads, 1 if reqs else N)
     stream = STREAM.get(state_in.element_size()) if (
         _gpu_rules_on(q.device) and in_place and indexed == 1 and not multi_token and block_v is None) else None
-    if stream and stream[3] <= N <= stream[4] and heads == 1:
+    if stream and stream[3] <= N <= stream[4] and heads == 1 and card is None:
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
         lo, hi, zz, one = STREAM_EARLY_STATE.get(state_in.element_size(), (1, 0, False, False))
@@ -464,7 +464,7 @@ def _launch(
         num_stages=1,
         **extra,
         **({} if heads > 1 else {"SPLIT": 1 if (multi_token and q.device.type == "cuda")
-                                 else split_rows(BV, state_in.element_size())}),
+                                 else card.split if card else split_rows(BV, state_in.element_size())}),
         name=name,  # the entry point's name, as upstream's traces name its kernel
         row_axis=2,
         rows_per_program=extra.get("REQS", 1),
