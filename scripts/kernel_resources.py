@@ -4,6 +4,7 @@
     .venv/bin/python scripts/kernel_resources.py                 # registers, spills, SASS size
     .venv/bin/python scripts/kernel_resources.py --sass ssu-bf16 # and dump one kernel's SASS
     .venv/bin/python scripts/kernel_resources.py --batch 64 --cases ssu-bf16-element --ops ssu-bf16-element
+    .venv/bin/python scripts/kernel_resources.py --device-name "NVIDIA H100 80GB HBM3" --cases gdn-bf16,gdn-fp32
 
 Why: registers per thread set occupancy, and occupancy decided the kernels'
 gaps (docs/benchmarks.md). ptxas reports them at compile time, so a kernel
@@ -78,13 +79,15 @@ def _launch_only_keywords() -> tuple[str, ...]:
 
 
 @contextlib.contextmanager
-def as_gpu(sms: int = 132):
+def as_gpu(sms: int = 132, device_name: str | None = None):
     """The wrappers' launch decisions as on an sm_90 GPU of ``sms`` SMs, for CPU tensors: every rule that asks
     whether a tensor is on a GPU (tiles, streaming kernels, several requests a program, PDL) answers yes, so the
-    caught launch is the one the GPU machine runs, not the interpreter's."""
+    caught launch is the one the GPU machine runs, not the interpreter's. ``device_name``: the card's name for the
+    rules keyed by it (``gated_delta_rule_devices``); None: none of them (the H200's rules)."""
     from mambalab.kernels import causal_conv1d as conv_mod
     from mambalab.kernels import common as common_mod
     from mambalab.kernels import gated_delta_rule as gdn_mod
+    from mambalab.kernels import gated_delta_rule_devices as gdn_devices
     from mambalab.kernels import mamba_ssm as ssu_mod
     from mambalab.kernels import mamba_ssm_kernels as ssu_kernels
 
@@ -104,6 +107,7 @@ def as_gpu(sms: int = 132):
         (conv_mod, "decode_launch_config", lambda d, b, dt, dev: conv_rule(d, b, dt, cuda)),
         (conv_mod, "decode_kernel", lambda rows, device: conv_decode(rows, cuda)),
         (conv_mod, "window_kernel", lambda device: conv_window(cuda)),
+        (gdn_devices, "device_name", lambda device: device_name),
     ]
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patches]
     try:
@@ -115,7 +119,8 @@ def as_gpu(sms: int = 132):
             setattr(mod, name, value)
 
 
-def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | None = None, variant: str = ""):
+def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | None = None, variant: str = "",
+            device_name: str | None = None):
     """Run the wrapper of ``kernel_name`` at the benchmark's shapes, called as mambalab's layers call it
     (``early_state_load``), under :func:`as_gpu`; return the caught launch. ``variant`` (the SSU's only): "element"
     (``A``/``dt`` per element, as vLLM's kernel tests pass them) or "specT" (speculative decoding, ``T`` tokens a
@@ -136,7 +141,7 @@ def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | No
     captured = captured or batch
     old_launch, sanitizer.launch = sanitizer.launch, fake_launch
     try:
-        with as_gpu():
+        with as_gpu(device_name=device_name):
             idx = torch.zeros(captured, dtype=torch.int32)
             idx[:batch] = torch.arange(1, batch + 1, dtype=torch.int32)
             if kernel_name == "ssu":
@@ -230,13 +235,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default=",".join(f"{k}-{d}" for k, d in CASES))
     ap.add_argument("--sass", help="print the SASS of one case, e.g. ssu-bf16")
     ap.add_argument("--ops", help="print one case's SASS opcodes, most frequent first, e.g. ssu-bf16-element")
+    ap.add_argument("--device-name", help="the card's name for the launch rules keyed by it, e.g. "
+                    "'NVIDIA H100 80GB HBM3' (default: none, the H200's rules)")
     args = ap.parse_args(argv)
-    print(f"triton {triton.__version__}, sm_90a, batch {args.batch}")
+    rules = f", the launch rules of {args.device_name}" if args.device_name else ""
+    print(f"triton {triton.__version__}, sm_90a, batch {args.batch}{rules}")
     print("| kernel | state | kernel, grid | launch | registers | shared B | local B | SASS instr |")
     print("|---|---|---|---|---|---|---|---|")
     for case in args.cases.split(","):
         k, d, *variant = case.split("-")  # kernel-state[-variant]: ssu-bf16-element, ssu-bf16-spec4
-        caught = capture(k, DTYPES[d], args.batch, variant="".join(variant))
+        caught = capture(k, DTYPES[d], args.batch, variant="".join(variant), device_name=args.device_name)
         compiled = compile_launch(caught)
         r = resources(compiled)
         shape = ("BLOCK_M", "BLOCK_N", "BK", "BV", "ROWS", "SPLIT", "RB", "NB", "STAGES", "REQS", "TOKENS")

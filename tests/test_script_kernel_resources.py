@@ -39,8 +39,8 @@ def _ptxas_available() -> bool:
     return (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists()
 
 
-def _rows(batch: int, cases: list[str]) -> dict[str, list[str]]:
-    run = subprocess.run([sys.executable, str(SCRIPT), "--batch", str(batch), "--cases", ",".join(cases)],
+def _rows(batch: int, cases: list[str], *extra: str) -> dict[str, list[str]]:
+    run = subprocess.run([sys.executable, str(SCRIPT), "--batch", str(batch), "--cases", ",".join(cases), *extra],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
     rows = {}
@@ -65,3 +65,16 @@ def test_the_caught_launch_is_the_gpus_and_compiles(batch):
         shown = set(re.findall(r"\b(USE_PDL|TRIGGER|EARLY_STATE|EARLY_ONE|RAW_QK|HEADS_FIRST|FAST_SOFTPLUS)\b", launch))
         assert shown == flags, (case, launch)
         assert 0 < int(registers) <= 255 and int(local) == 0 and int(sass) > 100, (case, rows[case])
+
+
+@pytest.mark.skipif(not _ptxas_available(), reason="this Triton has no bundled ptxas")
+def test_device_name_selects_that_cards_rules():
+    """``--device-name``: the H100's GDN rule from 128 sequences (the general kernel, bf16 32 rows in one piece, fp32
+    16 rows on 2 warps), compiled without spills; below 128 the H200's streaming kernel as without the name."""
+    h100 = ("--device-name", "NVIDIA H100 80GB HBM3")
+    rows = _rows(256, ["gdn-bf16", "gdn-fp32"], *h100)
+    for case, bv, warps in (("gdn-bf16", 32, 1), ("gdn-fp32", 16, 2)):
+        _, _, grid, launch, registers, _, local, _ = rows[case]
+        assert "`_gdn_decode_kernel`" in grid and f"'BV': {bv}" in launch and "'SPLIT': 1" in launch, (case, launch)
+        assert f"w={warps}" in launch and int(local) == 0 and 0 < int(registers) <= 255, (case, rows[case])
+    assert "`_gdn_stream_kernel`" in _rows(64, ["gdn-bf16"], *h100)["gdn-bf16"][2]
