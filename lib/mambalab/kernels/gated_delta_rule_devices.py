@@ -1,9 +1,10 @@
 """Launch rules of the GDN decode step keyed by the GPU's name, where one card wants other shapes than the H200.
 
 :mod:`.gated_delta_rule`'s rules (``STREAM``, ``launch_config``, ``split_rows``) were measured on an H200. vLLM keys its
-tuned Triton configs by device name the same way (``configs/...device_name=NVIDIA_H100_80GB_HBM3...json`` beside
-``vllm/model_executor/layers/mamba/ops/mamba_ssm.py``); this table holds the few places where the measured winner
-differs, one token a sequence and from a batch on. Not a mirror of an upstream file.
+tuned Triton configs by device name the same way (``vllm/model_executor/layers/mamba/ops/configs/
+selective_state_update/headdim=64,dstate=128,device_name=NVIDIA_H100_80GB_HBM3,cache_dtype=float32.json`` in 0.33);
+this table holds the few places where the measured winner differs, one token a sequence and from a batch on. Not a
+mirror of an upstream file.
 
 NVIDIA H100 80GB HBM3, beside vLLM 0.33's packed decode (the kernel Qwen3-Next runs), A/B interleaved with the
 agreement gate (docs/results/issue14-call16{8,9,70}-*.txt; docs/benchmarks.md, "Calls 166-170"), vLLM's time over
@@ -15,8 +16,9 @@ ours at 128 / 256 / 512 sequences:
 * fp32 state: 16 rows a program on 2 warps, not 8 on one: 0.995-0.998 / 0.993-0.994 / 0.993x -> 1.010 / 1.004 /
   1.003x. (2 warps with 8 rows 0.999-1.001x, 16 rows on one warp 0.997-1.003x, 4 warps 0.92x.)
 
-On the H200 the same shapes lost when its rules were set (``split_rows``: bf16 in one piece 79% of copy at 512 against
-86%; the streaming kernel from 16 sequences, calls 114-115), so they stay off there and on every other card.
+The H200's rules were set by its own measurements (the streaming kernel from 16 sequences, calls 114-115; the general
+kernel's tiles by ``scripts/tune_launch.py``, see ``launch_config`` and ``split_rows``); these shapes have not been
+measured on an H200 beside vLLM's packed decode, so they stay off there and on every other card.
 """
 
 from __future__ import annotations
