@@ -46,13 +46,14 @@ def test_launch_config_takes_the_rules_bytes():
     assert gdn.launch_config(128, 16, 32, 256, 4, 132, state_bytes=1 << 20) == (128, 16, 1)  # at most V's
 
 
-def _gpu_launch(monkeypatch, rule: DeviceRule | None, stream_size: int):
+def _gpu_launch(monkeypatch, rule: DeviceRule, size: int):
     """The GPU's launch rules on this device (one head a program, the streaming kernel's rule covering every batch),
-    with ``rule`` as the card's; returns the spy's list."""
+    this device named as a card whose table holds ``rule`` for a ``size``-byte state; returns the spy's list."""
     monkeypatch.setattr(gdn, "_gpu_rules_on", lambda device: True)
     monkeypatch.setattr(gdn, "heads_per_program", lambda HV, device: 1)
-    monkeypatch.setattr(gdn, "STREAM", {stream_size: (4, 2, 2, 1, 1 << 30)})
-    monkeypatch.setattr(gdn, "device_rule", lambda device, size, n: rule if n >= rule.min_sequences else None)
+    monkeypatch.setattr(gdn, "STREAM", {size: (4, 2, 2, 1, 1 << 30)})
+    monkeypatch.setattr(devices, "device_name", lambda device: "TEST CARD")
+    monkeypatch.setattr(devices, "DEVICE_RULES", {"TEST CARD": {size: rule}})
     return spy_launches(monkeypatch, gdn)
 
 
