@@ -83,12 +83,13 @@ def as_gpu(sms: int = 132, device_name: str | None = None):
     """The wrappers' launch decisions as on an sm_90 GPU of ``sms`` SMs, for CPU tensors: every rule that asks
     whether a tensor is on a GPU (tiles, streaming kernels, several requests a program, PDL) answers yes, so the
     caught launch is the one the GPU machine runs, not the interpreter's. ``device_name``: the card's name for the
-    rules keyed by it (``gated_delta_rule_devices``); None: none of them (the H200's rules)."""
+    rules keyed by it (``gated_delta_rule_devices``, ``mamba_ssm_devices``); None: none of them (the H200's rules)."""
     from mambalab.kernels import causal_conv1d as conv_mod
     from mambalab.kernels import common as common_mod
     from mambalab.kernels import gated_delta_rule as gdn_mod
     from mambalab.kernels import gated_delta_rule_devices as gdn_devices
     from mambalab.kernels import mamba_ssm as ssu_mod
+    from mambalab.kernels import mamba_ssm_devices as ssu_devices
     from mambalab.kernels import mamba_ssm_kernels as ssu_kernels
 
     cuda = torch.device("cuda", 0)
@@ -108,6 +109,7 @@ def as_gpu(sms: int = 132, device_name: str | None = None):
         (conv_mod, "decode_kernel", lambda rows, device: conv_decode(rows, cuda)),
         (conv_mod, "window_kernel", lambda device: conv_window(cuda)),
         (gdn_devices, "device_name", lambda device: device_name),
+        (ssu_devices, "device_name", lambda device: device_name),
     ]
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patches]
     try:
@@ -129,6 +131,7 @@ def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | No
     from mambalab.lab import sanitizer
     from mambalab.kernels import gated_delta_rule as gdn_mod
     from mambalab.kernels import mamba_ssm as ssu_mod
+    from mambalab.kernels import mamba_ssm_devices as ssu_devices
 
     caught = {}
     keywords = _launch_only_keywords()

@@ -1,5 +1,6 @@
 """Pieces shared by the decode-state kernels: the state-index guard (below), the request rows' order on the grid
-(:func:`program_row`) and whether a launch takes programmatic dependent launch (:func:`use_pdl`).
+(:func:`program_row`), whether a launch takes programmatic dependent launch (:func:`use_pdl`) and the GPU's name that
+launch rules measured on one card are keyed by (:func:`device_name`).
 
 Which indices a kernel skips is the whole of bugs #35431 and #39064, and each
 upstream kernel family has its own rule (as in vLLM 0.33): the Mamba kernels
@@ -142,5 +143,17 @@ def _capability(device_index: int) -> int:
     return 10 * major + minor
 
 
+@functools.lru_cache(maxsize=None)
+def _cuda_device_name(index: int) -> str:
+    return torch.cuda.get_device_name(index)
+
+
+def device_name(device: torch.device) -> str | None:
+    """The GPU's name as torch reports it (what vLLM keys its tuned configs by); None off a GPU (the interpreter)."""
+    if device.type != "cuda":
+        return None
+    return _cuda_device_name(device.index if device.index is not None else torch.cuda.current_device())
+
+
 __all__ = ["is_live_slot", "prefetch_rows_l2", "program_row", "guard_for", "bound_accepted_for", "KernelFamily",
-           "REQUESTS_A_PROGRAM", "requests_a_program", "use_pdl"]
+           "REQUESTS_A_PROGRAM", "requests_a_program", "use_pdl", "device_name"]

@@ -23,10 +23,11 @@ measured on an H200 beside vLLM's packed decode, so they stay off there and on e
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import torch
+
+from mambalab.kernels.common import device_name
 
 
 class DeviceRule(NamedTuple):
@@ -43,18 +44,6 @@ class DeviceRule(NamedTuple):
 DEVICE_RULES: dict[str, dict[int, DeviceRule]] = {
     "NVIDIA H100 80GB HBM3": {2: DeviceRule(128, 8192, 1, 1), 4: DeviceRule(128, 8192, 2, 1)},
 }
-
-
-@functools.lru_cache(maxsize=None)
-def _cuda_device_name(index: int) -> str:
-    return torch.cuda.get_device_name(index)
-
-
-def device_name(device: torch.device) -> str | None:
-    """The GPU's name as torch reports it; None off a GPU (the interpreter)."""
-    if device.type != "cuda":
-        return None
-    return _cuda_device_name(device.index if device.index is not None else torch.cuda.current_device())
 
 
 def device_rule(device: torch.device, state_element_size: int, num_sequences: int) -> DeviceRule | None:

@@ -39,7 +39,8 @@ A plain decode step (one token per request, the state stored back where it was r
 ``DST_IS_SRC``) runs straight through, without the token loop that speculative and varlen calls need.
 
 Launch configuration (no autotune: autotuning would re-run the kernel on live state and apply the update several
-times) is chosen by a rule, see :func:`choose_launch_config`. Under the CPU interpreter a program takes several
+times) is chosen by a rule, see :func:`choose_launch_config` (and, where another card measured other shapes than
+the H200, :mod:`.mamba_ssm_devices`). Under the CPU interpreter a program takes several
 heads of a request (``LaunchConfig.block_h``, :mod:`mambalab.kernels.mamba_ssm_kernels`): the same results, half
 the programs or fewer.
 """
@@ -63,6 +64,7 @@ from mambalab.device import INTERPRET
 from mambalab.kernels.common import (KernelFamily, guard_for, is_live_slot, prefetch_rows_l2, requests_a_program,
                                      use_pdl)
 from mambalab.kernels import mamba_ssm_kernels
+from mambalab.kernels.mamba_ssm_devices import ssu_device_rule
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
 from mambalab.kernels.mamba_ssm_spec import _ssu_spec_tokens
@@ -340,7 +342,7 @@ EARLY_STATE_MAX_UNTIED = {4: 2 * 128, 2: 4 * 128}  # A/dt per element, one token
 # 1.026x, 9 -> 16 1.060 -> 0.977x, call 79). Not bf16's one-token kernel otherwise: +1-2.5%
 # unpadded (64 / 256), but a CUDA graph's padded rows (the batch's end) then run as a tail after the live ones: 9 -> 16
 # 1.408 -> 1.140x (H200), 1.106 -> 0.933x (H100); nor its token loop (T = 3 at 64 -2%). docs/benchmarks.md, "Heads
-# before requests".
+# before requests". With the zigzag below, an H100 takes it for bf16's one-token kernel too (mamba_ssm_devices).
 HEADS_FIRST_GRID = True
 # With it, on a GPU, the requests zigzagged (common.program_row): padded rows not a tail (call 126,
 # issue14-call126-zigzag.txt): fp32 9 -> 16 1.057 / 1.059 -> 1.067 / 1.081x, 257 -> 272 +1%, unpadded even.
@@ -488,11 +490,17 @@ def selective_state_update(
                                p.state.device, tied=tied, multi_token=not one_token)
     if p.nheads % cfg.block_h:
         raise ValueError(f"block_h={cfg.block_h} does not divide nheads={p.nheads}")
+    rh = p.num_requests * p.nheads  # the rules' effective batch: request x heads
+    # a card whose measured shapes differ from the H200's (mamba_ssm_devices): one token, A/dt per head
+    card = (ssu_device_rule(p.state.device, p.state.element_size(), tied, one_token)
+            if _override is None and _gpu_rules_on(p.state.device) else None)
+    card_small = card is not None and rh <= card.small_max
+    if card_small:
+        cfg = LaunchConfig(min(card.small_rows, triton.next_power_of_2(p.dim)), card.small_warps)
     # PDL helps the 16-bit state and the larger fp32 launches; fp32 tiles of 4 rows or fewer ran slower with it.
     small_fp32 = p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M
-    rh = p.num_requests * p.nheads  # the rules' effective batch: request x heads
-    early = (early_state_load and EARLY_STATE_LOAD and rh <= (EARLY_STATE_MAX_REQUEST_HEADS if one_token else
-                                                              EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN)
+    early = (early_state_load and EARLY_STATE_LOAD and (card_small or rh <= (
+        EARLY_STATE_MAX_REQUEST_HEADS if one_token else EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN))
              and (tied or rh <= EARLY_STATE_MAX_UNTIED.get(p.state.element_size(), 0)))
     pdl = use_pdl(p.state.device) and (not small_fp32 or (early and EARLY_STATE_PDL_SMALL_FP32))
     kernel, heads, reqs_a_program = _ssu_kernel, {}, 0
@@ -519,7 +527,7 @@ def selective_state_update(
             p.nheads // cfg.block_h)
     launch_opts = {"USE_PDL": True, "launch_pdl": True, **({"EARLY_STATE": True} if early else {})} if pdl else {}
     heads_first = HEADS_FIRST_GRID and cfg.block_h == 1 and (  # a slot's heads walked together (the rule above)
-        p.state.element_size() >= 4 or (one_token and not tied))
+        p.state.element_size() >= 4 or (one_token and not tied) or (card is not None and rh <= card.heads_first_max))
     if heads_first:
         grid, launch_opts["HEADS_FIRST"] = (grid[0], grid[2], grid[1]), True
         if ZIGZAG_ROWS and kernel is _ssu_kernel and _gpu_rules_on(p.state.device):

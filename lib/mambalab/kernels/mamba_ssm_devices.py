@@ -1,0 +1,55 @@
+"""Launch rules of the Mamba2 decode step (:func:`~mambalab.kernels.mamba_ssm.selective_state_update`) keyed by the
+GPU's name, where one card measured other shapes than the H200.
+
+:mod:`.mamba_ssm`'s table was measured on an H200. vLLM keys its tuned SSU configs by device name the same way
+(``vllm/model_executor/layers/mamba/ops/configs/selective_state_update/...,device_name=NVIDIA_H100_80GB_HBM3,...json``
+in 0.33); :mod:`.gated_delta_rule_devices` holds the GDN's. These rules cover one token a request with ``A``/``dt``
+per head (``mamba_mixer2``'s decode call) and a 16-bit state. Not a mirror of an upstream file.
+
+NVIDIA H100 80GB HBM3, bf16 state and activations, A/B interleaved beside vLLM 0.33 with the agreement gate
+(``docs/results/issue14-call172-ssu-bf16-grid.{py,txt}``; docs/benchmarks.md, "Calls 171-173"), vLLM's time over
+ours:
+
+* the grid walks a slot's heads together, the requests zigzagged (as the fp32 state's grid does on every card):
+  batch 32 / 64 / 256 1.028 / 1.014 / 1.000 -> 1.079 / 1.073 / 1.072x, 9 -> 16 1.111 -> 1.143x, 8 / 9 1.081 /
+  1.064 -> 1.087 / 1.072x. Before the zigzag (calls 79-80) the padded rows of a CUDA graph ran as a tail and lost
+  9 -> 16, so the H200's table leaves this grid to the fp32 state.
+* up to 8 x 128 request x heads (batch 8 of a 128-head layer), the state read before PDL's wait, 8 KiB a program
+  (32 rows) on 4 warps, the copy floor's fastest shape there (call 166): 8 / fresh 8 1.087 / 1.089 -> 1.100 /
+  1.101x; after a torch kernel that does not trigger PDL 0.980 / 0.976 -> 1.012 / 1.007x. (The early load alone,
+  without the heads-first grid, is even with the table: call 123 on an H200, call 172.)
+
+These shapes have not been measured on an H200 since the zigzag, so they stay off there and on every other card.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from mambalab.kernels.common import device_name
+
+
+class SSUDeviceRule(NamedTuple):
+    """One token a request, ``A``/``dt`` per head: the heads-first grid up to ``heads_first_max`` request x heads; up
+    to ``small_max`` request x heads the state read before PDL's wait (under the ``early_state_load`` promise) and
+    tiles of ``small_rows`` rows on ``small_warps`` warps."""
+
+    heads_first_max: int
+    small_max: int
+    small_rows: int
+    small_warps: int
+
+
+# device name (torch.cuda.get_device_name) -> state element size -> rule
+SSU_DEVICE_RULES: dict[str, dict[int, SSUDeviceRule]] = {
+    "NVIDIA H100 80GB HBM3": {2: SSUDeviceRule(1 << 30, 8 * 128, 32, 4)},
+}
+
+
+def ssu_device_rule(device: torch.device, state_element_size: int, tied: bool, one_token: bool) -> SSUDeviceRule | None:
+    """The rule for a launch on ``device`` or None (the H200's table applies): one token, ``A``/``dt`` per head."""
+    if not (tied and one_token):
+        return None
+    return SSU_DEVICE_RULES.get(device_name(device) or "", {}).get(state_element_size)

@@ -1,0 +1,142 @@
+"""The SSU's launch rules keyed by the GPU's name (:mod:`mambalab.kernels.mamba_ssm_devices`): which launches take
+them, what they change (the heads-first grid with the zigzag, the small batches' tile and early state load), and that
+the launch they make gives the reference's bytes (on the interpreter with a rule forced, and on a GPU with the H100's
+rule forced whatever the card)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mambalab.device import DEVICE
+from mambalab.kernels import mamba_ssm as ssu
+from mambalab.kernels import mamba_ssm_devices as devices
+from mambalab.kernels.mamba_ssm import selective_state_update
+from mambalab.kernels.mamba_ssm_devices import SSU_DEVICE_RULES, SSUDeviceRule, ssu_device_rule
+from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indices, spy_launches, touched_slots
+
+from test_kernel_selective_state_update import gen, make_case, same_layout_copy
+from test_kernel_ssu_launch_options import _against_reference
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def test_rule_only_for_its_card_and_launch_form(monkeypatch):
+    cuda = torch.device("cuda", 0)
+    assert ssu_device_rule(torch.device("cpu"), 2, True, True) is None  # the interpreter: no name, no rule
+    for name in ("NVIDIA H200", "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-80GB"):
+        monkeypatch.setattr(devices, "device_name", lambda device, n=name: n)
+        assert ssu_device_rule(cuda, 2, True, True) is None, name
+    monkeypatch.setattr(devices, "device_name", lambda device: H100)
+    rule = SSU_DEVICE_RULES[H100][2]
+    assert ssu_device_rule(cuda, 2, True, True) is rule
+    assert (rule.heads_first_max, rule.small_max, rule.small_rows, rule.small_warps) == (1 << 30, 8 * 128, 32, 4)
+    assert ssu_device_rule(cuda, 4, True, True) is None  # the fp32 state: the H200's table
+    assert ssu_device_rule(cuda, 2, False, True) is None  # A/dt per element
+    assert ssu_device_rule(cuda, 2, True, False) is None  # several tokens a request
+
+
+def _caught(monkeypatch, name):
+    """Launches caught, not run, as on a Hopper GPU named ``name``: returns the list of (grid, keywords)."""
+    seen, table = [], ssu.choose_launch_config
+    monkeypatch.setattr(ssu, "INTERPRET", False)
+    monkeypatch.setattr(ssu, "choose_launch_config", lambda *a, **k: table(*a[:5], torch.device("cuda", 0), **k))
+    monkeypatch.setattr(ssu, "_gpu_rules_on", lambda device: True)
+    monkeypatch.setattr(ssu, "use_pdl", lambda device: True)
+    monkeypatch.setattr(devices, "device_name", lambda device: name)
+    monkeypatch.setattr(ssu.sanitizer, "launch", lambda kernel, grid, *a, **kw: seen.append((tuple(grid), kw)))
+    return seen
+
+
+def _launch_bf16(batch, nheads=128, tokens=1, early=True, tied=True):
+    """A bf16 step of ``batch`` requests (Nemotron-H's head: dim 64, dstate 128), caught by :func:`_caught`."""
+    state = torch.zeros(batch + 1, nheads, 64, 128, dtype=torch.bfloat16)
+    x = torch.zeros(batch * tokens, nheads, 64, dtype=torch.bfloat16)
+    A = torch.zeros(nheads)[:, None, None].expand(nheads, 64, 128) if tied else torch.zeros(nheads, 64, 128)
+    dt = torch.zeros(batch * tokens, nheads)[..., None].expand(-1, -1, 64) if tied else torch.zeros_like(x)
+    B = C = torch.zeros(batch * tokens, 8, 128, dtype=torch.bfloat16)
+    idx = torch.arange(1, batch + 1, dtype=torch.int32)
+    kw = dict(state_batch_indices=idx)
+    if tokens > 1:
+        kw = dict(state_batch_indices=torch.arange(1, batch * tokens + 1, dtype=torch.int32).view(batch, tokens) % (
+            batch + 1), num_accepted_tokens=torch.ones(batch, dtype=torch.int32),
+            cu_seqlens=torch.arange(0, batch * tokens + 1, tokens, dtype=torch.int32))
+    selective_state_update(state, x, dt, A, B, C, dt_softplus=True, early_state_load=early, **kw)
+
+
+def test_the_h100_rule_reaches_the_launch(monkeypatch):
+    """On the H100, bf16 one token with A/dt per head: heads first and zigzagged at every batch; up to batch 8 (128
+    heads) 32 rows on 4 warps with the state read early under the promise, above it the H200's 16 rows on one warp
+    and the L2 hint. The H200 keeps its table; speculative and per-element launches keep theirs."""
+    seen = _caught(monkeypatch, H100)
+    for batch, rows, warps, early in ((1, 32, 4, True), (8, 32, 4, True), (9, 16, 1, False), (64, 16, 1, False)):
+        _launch_bf16(batch)
+        grid, kw = seen[-1]
+        assert kw["BLOCK_M"] == rows and kw["num_warps"] == warps, batch
+        assert kw.get("HEADS_FIRST") and kw.get("ZIGZAG") and grid == (64 // rows, 128, batch), batch
+        assert bool(kw.get("EARLY_STATE")) == early and (kw.get("PREFETCH") is None) == early, batch
+    _launch_bf16(8, early=False)  # no promise: the tile, the grid, no early load
+    assert seen[-1][1]["BLOCK_M"] == 32 and "EARLY_STATE" not in seen[-1][1] and seen[-1][1].get("HEADS_FIRST")
+    for kwargs in (dict(tokens=2), dict(tied=False)):
+        monkeypatch.setattr(devices, "device_name", lambda device: H100)
+        _launch_bf16(8, **kwargs)
+        on_h100 = seen[-1][1]
+        monkeypatch.setattr(devices, "device_name", lambda device: "NVIDIA H200")
+        _launch_bf16(8, **kwargs)
+        assert on_h100 == seen[-1][1], kwargs
+    for batch in (8, 64):  # the H200: requests before heads, 16 rows on one warp
+        _launch_bf16(batch)
+        grid, kw = seen[-1]
+        assert kw["BLOCK_M"] == 16 and kw["num_warps"] == 1 and not kw.get("HEADS_FIRST") and grid == (4, batch, 128)
+    with ssu.launch_config_override(ssu.LaunchConfig(8, 2)):  # a pinned configuration is left alone
+        monkeypatch.setattr(devices, "device_name", lambda device: H100)
+        _launch_bf16(8)
+        assert seen[-1][1]["BLOCK_M"] == 8 and not seen[-1][1].get("HEADS_FIRST")
+
+
+@pytest.mark.parametrize("batch,live", [(3, 3), (12, 9)])
+def test_a_forced_rule_gives_the_reference(monkeypatch, batch, live):
+    """A test card's rule for an fp32 state (the interpreter has no bf16), taken at 3 requests and not at 12: the GPU's
+    one-head kernel with the rule's tile and warps (else the table's, here 16 rows on one warp), the reference's outputs
+    and slots, padded rows (the null block) and untouched slots bit-identical."""
+    monkeypatch.setattr(ssu, "_gpu_rules_on", lambda device: True)
+    monkeypatch.setattr(ssu, "choose_launch_config", lambda *a, **k: ssu.LaunchConfig(block_m=16, num_warps=1))
+    monkeypatch.setattr(devices, "device_name", lambda device: "TEST CARD")
+    monkeypatch.setattr(devices, "SSU_DEVICE_RULES", {"TEST CARD": {4: SSUDeviceRule(1 << 30, 3 * 4, 8, 2)}})
+    seen = spy_launches(monkeypatch, ssu)
+    slots = batch + 4
+    case = make_case(140 + batch, rows=batch, nheads=4, dim=16, dstate=32, ngroups=2, tied=True, slots=slots)
+    idx = random_slot_indices(batch, slots, num_null_rows=batch - live, generator=gen(141)).to(DEVICE)
+    state = same_layout_copy(case.state)
+    out = poison_(torch.empty_like(case.kwargs["x"]))
+    selective_state_update(state, out=out, state_batch_indices=idx, early_state_load=True, **case.kwargs)
+    taken = batch * 4 <= 12
+    assert seen[-1]["kernel"] is ssu._ssu_kernel and seen[-1].get("HEADS_FIRST") and seen[-1].get("ZIGZAG")
+    assert (seen[-1]["BLOCK_M"], seen[-1]["num_warps"]) == ((8, 2) if taken else (16, 1)), batch
+    _against_reference(case, dict(state_batch_indices=idx), out, state, "ssu")
+    assert_untouched(case.state, state, touched_slots(idx))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch,live", [(8, 8), (16, 9), (64, 64)])
+def test_h100_rule_on_a_gpu(monkeypatch, batch, live):
+    """The H100's rule, forced on whatever GPU runs this (Nemotron-H's head, bf16 state and activations, z=None, padded
+    rows as a CUDA graph pads): the reference's outputs and slots, untouched slots bit-identical, every output row
+    written; the slots the H200's table writes (the outputs' sums may round otherwise over 4 warps)."""
+    seen = spy_launches(monkeypatch, ssu)
+    case = make_case(150 + batch, rows=batch, nheads=128, dim=64, dstate=128, ngroups=8, tied=True, slots=batch + 8,
+                     dtypes=(torch.bfloat16, torch.bfloat16), has_z=False)
+    idx = random_slot_indices(batch, batch + 8, num_null_rows=batch - live, generator=gen(151)).to(DEVICE)
+    results = []
+    for name in (H100, "NVIDIA H200"):
+        monkeypatch.setattr(devices, "device_name", lambda device, n=name: n)
+        state = same_layout_copy(case.state)
+        out = poison_(torch.empty_like(case.kwargs["x"]))
+        selective_state_update(state, out=out, state_batch_indices=idx, early_state_load=True, **case.kwargs)
+        results.append((state, out))
+        assert bool(seen[-1].get("HEADS_FIRST")) == (name == H100)
+    (state, out), (state_table, out_table) = results
+    assert torch.equal(state, state_table)
+    torch.testing.assert_close(out, out_table, rtol=1e-2, atol=1e-2)
+    _against_reference(case, dict(state_batch_indices=idx), out, state, "ssu")
+    assert_untouched(case.state, state, touched_slots(idx))
