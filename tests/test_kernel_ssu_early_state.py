@@ -16,6 +16,7 @@ import torch
 
 from mambalab.device import DEVICE
 from mambalab.kernels import mamba_ssm as ssu
+from mambalab.kernels import mamba_ssm_devices as devices
 from mambalab.kernels.mamba_ssm import selective_state_update
 from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
 from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indices, spy_launches, tolerance
@@ -139,6 +140,7 @@ def test_the_l2_hint_gives_the_same_bytes_and_needs_the_promise(monkeypatch, nam
     ``PREFETCH_STATE_MULTI_TOKEN`` forced on here); fp32 does not. Same bytes as the launch without the promise,
     the slots not written untouched, the reference within tolerance."""
     seen = spy_launches(monkeypatch, ssu)
+    monkeypatch.setattr(devices, "SSU_DEVICE_RULES", {})  # the H200's table (an H100's rule reads batch 8 early)
     monkeypatch.setattr(ssu, "EARLY_STATE_MAX_REQUEST_HEADS", 0)
     monkeypatch.setattr(ssu, "EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN", 0)
     monkeypatch.setattr(ssu, "PREFETCH_STATE_MULTI_TOKEN", {2: (2, 1, 1 << 30)})

@@ -70,7 +70,8 @@ def test_the_caught_launch_is_the_gpus_and_compiles(batch):
 @pytest.mark.skipif(not _ptxas_available(), reason="this Triton has no bundled ptxas")
 def test_device_name_selects_that_cards_rules():
     """``--device-name``: the H100's GDN rule from 128 sequences (the general kernel, bf16 32 rows in one piece, fp32
-    16 rows on 2 warps), compiled without spills; below 128 the H200's streaming kernel as without the name."""
+    16 rows on 2 warps), compiled without spills; below 128 the H200's streaming kernel as without the name; the
+    H100's SSU rule for a bf16 state."""
     h100 = ("--device-name", "NVIDIA H100 80GB HBM3")
     rows = _rows(256, ["gdn-bf16", "gdn-fp32"], *h100)
     for case, bv, warps in (("gdn-bf16", 32, 1), ("gdn-fp32", 16, 2)):
@@ -78,3 +79,9 @@ def test_device_name_selects_that_cards_rules():
         assert "`_gdn_decode_kernel`" in grid and f"'BV': {bv}" in launch and "'SPLIT': 1" in launch, (case, launch)
         assert f"w={warps}" in launch and int(local) == 0 and 0 < int(registers) <= 255, (case, rows[case])
     assert "`_gdn_stream_kernel`" in _rows(64, ["gdn-bf16"], *h100)["gdn-bf16"][2]
+    # the SSU's H100 rule (bf16, one token): heads first at every batch, 32 rows on 4 warps up to batch 8
+    for batch, rows_, warps in ((8, 32, 4), (64, 16, 1)):
+        _, _, grid, launch, registers, _, local, _ = _rows(batch, ["ssu-bf16"], *h100)["ssu-bf16"]
+        assert f"'BLOCK_M': {rows_}" in launch and f"w={warps}" in launch and "HEADS_FIRST" in launch, (batch, launch)
+        assert int(local) == 0 and 0 < int(registers) <= 255, (batch, registers)
+    assert "HEADS_FIRST" not in _rows(64, ["ssu-bf16"])["ssu-bf16"][3]
