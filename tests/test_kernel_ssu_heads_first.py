@@ -12,6 +12,7 @@ import torch
 
 from mambalab.device import DEVICE
 from mambalab.kernels import mamba_ssm as ssu
+from mambalab.kernels import mamba_ssm_devices as devices
 from mambalab.kernels import mamba_ssm_untied as untied
 from mambalab.kernels.mamba_ssm import KERNEL_NAME, LaunchConfig, selective_state_update
 from mambalab.kernels.mamba_ssm_untied import _ssu_untied_reqs_kernel
@@ -60,6 +61,7 @@ def test_heads_first_gives_the_same_bytes(monkeypatch, dtypes, form):
     kw, written = _kwargs(form, case, seed + 1)
     _one_head(monkeypatch)
     monkeypatch.setattr(ssu, "_gpu_rules_on", lambda device: True)  # the GPU's rules (several requests a program)
+    monkeypatch.setattr(devices, "SSU_DEVICE_RULES", {})  # the H200's table (the H100's: test_kernel_ssu_devices.py)
     monkeypatch.setattr(untied, "UNTIED_REQS", {s: [(ROWS, 1, 1 << 30, 0)] for s in (2, 4)}
                         if form == "untied-reqs" else {})
     seen = spy_launches(monkeypatch, ssu)
