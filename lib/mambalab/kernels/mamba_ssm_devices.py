@@ -7,8 +7,8 @@ in 0.33); :mod:`.gated_delta_rule_devices` holds the GDN's. These rules cover on
 per head (``mamba_mixer2``'s decode call) and a 16-bit state. Not a mirror of an upstream file.
 
 NVIDIA H100 80GB HBM3, bf16 state and activations, A/B interleaved beside vLLM 0.33 with the agreement gate
-(``docs/results/issue14-call172-ssu-bf16-grid.{py,txt}``; docs/benchmarks.md, "Calls 171-173"), vLLM's time over
-ours:
+(``docs/results/issue14-call17{2,3}-*.{py,txt}``; docs/benchmarks.md, "Calls 171-176"), vLLM's time over ours, in
+call 172 (call 173 measured the same within 1%; its recording: SSU bf16 at 64-512 90.3-94.7 -> 95.0-99.9% of copy):
 
 * the grid walks a slot's heads together, the requests zigzagged (as the fp32 state's grid does on every card):
   batch 32 / 64 / 256 1.028 / 1.014 / 1.000 -> 1.079 / 1.073 / 1.072x, 9 -> 16 1.111 -> 1.143x, 8 / 9 1.081 /
@@ -17,9 +17,11 @@ ours:
 * up to 8 x 128 request x heads (batch 8 of a 128-head layer), the state read before PDL's wait, 8 KiB a program
   (32 rows) on 4 warps, the copy floor's fastest shape there (call 166): 8 / fresh 8 1.087 / 1.089 -> 1.100 /
   1.101x; after a torch kernel that does not trigger PDL 0.980 / 0.976 -> 1.012 / 1.007x. (The early load alone,
-  without the heads-first grid, is even with the table: call 123 on an H200, call 172.)
+  without the heads-first grid, is even with the table: call 123 on an H200, call 172.) The cost: at batch 1 / 2,
+  after a torch kernel, 0.925 / 0.986 -> 0.896 / 0.974x (call 173; in the bench 1.525 / 1.428 -> 1.552 / 1.466x).
 
-These shapes have not been measured on an H200 since the zigzag, so they stay off there and on every other card.
+These shapes have not been measured on an H200 since the zigzag, so they stay off there and on every other card. The
+table is keyed by element size, as :mod:`.gated_delta_rule_devices`' is: an fp16 state takes the rule unmeasured.
 """
 
 from __future__ import annotations
