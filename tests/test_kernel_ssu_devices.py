@@ -50,7 +50,7 @@ def _caught(monkeypatch, name):
 
 def _launch_bf16(batch, nheads=128, tokens=1, early=True, tied=True):
     """A bf16 step of ``batch`` requests (Nemotron-H's head: dim 64, dstate 128), caught by :func:`_caught`."""
-    state = torch.zeros(batch + 1, nheads, 64, 128, dtype=torch.bfloat16)
+    state = torch.zeros(batch * tokens + 1, nheads, 64, 128, dtype=torch.bfloat16)
     x = torch.zeros(batch * tokens, nheads, 64, dtype=torch.bfloat16)
     A = torch.zeros(nheads)[:, None, None].expand(nheads, 64, 128) if tied else torch.zeros(nheads, 64, 128)
     dt = torch.zeros(batch * tokens, nheads)[..., None].expand(-1, -1, 64) if tied else torch.zeros_like(x)
@@ -58,9 +58,9 @@ def _launch_bf16(batch, nheads=128, tokens=1, early=True, tied=True):
     idx = torch.arange(1, batch + 1, dtype=torch.int32)
     kw = dict(state_batch_indices=idx)
     if tokens > 1:
-        kw = dict(state_batch_indices=torch.arange(1, batch * tokens + 1, dtype=torch.int32).view(batch, tokens) % (
-            batch + 1), num_accepted_tokens=torch.ones(batch, dtype=torch.int32),
-            cu_seqlens=torch.arange(0, batch * tokens + 1, tokens, dtype=torch.int32))
+        kw = dict(state_batch_indices=torch.arange(1, batch * tokens + 1, dtype=torch.int32).view(batch, tokens),
+                  num_accepted_tokens=torch.ones(batch, dtype=torch.int32),
+                  cu_seqlens=torch.arange(0, batch * tokens + 1, tokens, dtype=torch.int32))
     selective_state_update(state, x, dt, A, B, C, dt_softplus=True, early_state_load=early, **kw)
 
 

@@ -17,7 +17,7 @@ call 172 (call 173 measured the same within 1%; its recording: SSU bf16 at 64-51
 * up to 8 x 128 request x heads (batch 8 of a 128-head layer), the state read before PDL's wait, 8 KiB a program
   (32 rows) on 4 warps, the copy floor's fastest shape there (call 166): 8 / fresh 8 1.087 / 1.089 -> 1.100 /
   1.101x; after a torch kernel that does not trigger PDL 0.980 / 0.976 -> 1.012 / 1.007x. (The early load alone,
-  without the heads-first grid, is even with the table: call 123 on an H200, call 172.) The cost: at batch 1 / 2,
+  without the heads-first grid, is even with the table at 4-16: call 123 on an H200, call 172.) The cost: at batch 1 / 2,
   after a torch kernel, 0.925 / 0.986 -> 0.896 / 0.974x (call 173; in the bench 1.525 / 1.428 -> 1.552 / 1.466x).
 
 These shapes have not been measured on an H200 since the zigzag, so they stay off there and on every other card. The
