@@ -131,7 +131,6 @@ def capture(kernel_name: str, dtype: torch.dtype, batch: int, captured: int | No
     from mambalab.lab import sanitizer
     from mambalab.kernels import gated_delta_rule as gdn_mod
     from mambalab.kernels import mamba_ssm as ssu_mod
-    from mambalab.kernels import mamba_ssm_devices as ssu_devices
 
     caught = {}
     keywords = _launch_only_keywords()
