@@ -18,15 +18,21 @@ from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indi
 from test_kernel_selective_state_update import gen, make_case, same_layout_copy
 from test_kernel_ssu_launch_options import _against_reference
 
-H100 = "NVIDIA H100 80GB HBM3"
+H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+TABLE = "NVIDIA A100-SXM4-80GB"  # a card without a rule: the H200's table as measured before its own rule
 
 
 def test_rule_only_for_its_card_and_launch_form(monkeypatch):
     cuda = torch.device("cuda", 0)
     assert ssu_device_rule(torch.device("cpu"), 2, True, True) is None  # the interpreter: no name, no rule
-    for name in ("NVIDIA H200", "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-80GB"):
+    for name in ("NVIDIA H100 PCIe", TABLE):
         monkeypatch.setattr(devices, "device_name", lambda device, n=name: n)
         assert ssu_device_rule(cuda, 2, True, True) is None, name
+    monkeypatch.setattr(devices, "device_name", lambda device: H200)
+    h200 = ssu_device_rule(cuda, 2, True, True)
+    assert h200 is SSU_DEVICE_RULES[H200][2] and ssu_device_rule(cuda, 4, True, True) is None
+    assert [h200.heads_first(rh) for rh in (15 * 128, 16 * 128, 512 * 128)] == [False, True, True]
+    assert h200.small_max == 0  # no small-batch part: the table's tile and early load
     monkeypatch.setattr(devices, "device_name", lambda device: H100)
     rule = SSU_DEVICE_RULES[H100][2]
     assert ssu_device_rule(cuda, 2, True, True) is rule
@@ -81,10 +87,10 @@ def test_the_h100_rule_reaches_the_launch(monkeypatch):
         monkeypatch.setattr(devices, "device_name", lambda device: H100)
         _launch_bf16(8, **kwargs)
         on_h100 = seen[-1][1]
-        monkeypatch.setattr(devices, "device_name", lambda device: "NVIDIA H200")
+        monkeypatch.setattr(devices, "device_name", lambda device: TABLE)
         _launch_bf16(8, **kwargs)
         assert on_h100 == seen[-1][1], kwargs
-    for batch in (8, 64):  # the H200: requests before heads, 16 rows on one warp
+    for batch in (8, 64):  # a card without a rule: requests before heads, 16 rows on one warp
         _launch_bf16(batch)
         grid, kw = seen[-1]
         assert kw["BLOCK_M"] == 16 and kw["num_warps"] == 1 and not kw.get("HEADS_FIRST") and grid == (4, batch, 128)
@@ -92,6 +98,27 @@ def test_the_h100_rule_reaches_the_launch(monkeypatch):
         monkeypatch.setattr(devices, "device_name", lambda device: H100)
         _launch_bf16(8)
         assert seen[-1][1]["BLOCK_M"] == 8 and not seen[-1][1].get("HEADS_FIRST")
+
+
+def test_the_h200_rule_reaches_the_launch(monkeypatch):
+    """On the H200, bf16 one token with A/dt per head: from batch 16 (128 heads; 9 -> 16 counts its padded rows) heads
+    first and zigzagged; the table's tile, early load and L2 hint everywhere; below 16 the table's launch unchanged."""
+    seen = _caught(monkeypatch, TABLE)
+    table = {}
+    for batch in (1, 8, 15, 16, 64):
+        _launch_bf16(batch)
+        table[batch] = seen[-1]
+    monkeypatch.setattr(devices, "device_name", lambda device: H200)
+    for batch, (grid, kw) in table.items():
+        _launch_bf16(batch)
+        grid_h200, kw_h200 = seen[-1]
+        if batch < 16:
+            assert (grid_h200, kw_h200) == (grid, kw), batch
+            continue
+        assert kw_h200.get("HEADS_FIRST") and kw_h200.get("ZIGZAG") and grid_h200 == (4, 128, batch), batch
+        rest = {k: v for k, v in kw_h200.items() if k not in ("HEADS_FIRST", "ZIGZAG", "row_axis")}
+        assert rest == {k: v for k, v in kw.items() if k != "row_axis"}, batch
+        assert (kw["row_axis"], kw_h200["row_axis"]) == (1, 2)  # the sanitizer's request axis moves with the grid
 
 
 @pytest.mark.parametrize("batch,live", [(3, 3), (12, 9)])
@@ -128,7 +155,7 @@ def test_h100_rule_on_a_gpu(monkeypatch, batch, live):
                      dtypes=(torch.bfloat16, torch.bfloat16), has_z=False)
     idx = random_slot_indices(batch, batch + 8, num_null_rows=batch - live, generator=gen(151)).to(DEVICE)
     results = []
-    for name in (H100, "NVIDIA H200"):
+    for name in (H100, TABLE):
         monkeypatch.setattr(devices, "device_name", lambda device, n=name: n)
         state = same_layout_copy(case.state)
         out = poison_(torch.empty_like(case.kwargs["x"]))

@@ -527,7 +527,7 @@ def selective_state_update(
             p.nheads // cfg.block_h)
     launch_opts = {"USE_PDL": True, "launch_pdl": True, **({"EARLY_STATE": True} if early else {})} if pdl else {}
     heads_first = HEADS_FIRST_GRID and cfg.block_h == 1 and (  # a slot's heads walked together (the rule above)
-        p.state.element_size() >= 4 or (one_token and not tied) or (card is not None and rh <= card.heads_first_max))
+        p.state.element_size() >= 4 or (one_token and not tied) or (card is not None and card.heads_first(rh)))
     if heads_first:
         grid, launch_opts["HEADS_FIRST"] = (grid[0], grid[2], grid[1]), True
         if ZIGZAG_ROWS and kernel is _ssu_kernel and _gpu_rules_on(p.state.device):

@@ -34,19 +34,25 @@ from mambalab.kernels.common import device_name
 
 
 class SSUDeviceRule(NamedTuple):
-    """One token a request, ``A``/``dt`` per head: the heads-first grid up to ``heads_first_max`` request x heads; up
-    to ``small_max`` request x heads the state read before PDL's wait (under the ``early_state_load`` promise) and
-    tiles of ``small_rows`` rows on ``small_warps`` warps."""
+    """One token a request, ``A``/``dt`` per head: the heads-first grid from ``heads_first_min`` to
+    ``heads_first_max`` request x heads; up to ``small_max`` request x heads the state read before PDL's wait (under
+    the ``early_state_load`` promise) and tiles of ``small_rows`` rows on ``small_warps`` warps."""
 
     heads_first_max: int
     small_max: int
     small_rows: int
     small_warps: int
+    heads_first_min: int = 0
+
+    def heads_first(self, request_heads: int) -> bool:
+        """Whether a launch of ``request_heads`` request x heads walks a slot's heads together."""
+        return self.heads_first_min <= request_heads <= self.heads_first_max
 
 
 # device name (torch.cuda.get_device_name) -> state element size -> rule
 SSU_DEVICE_RULES: dict[str, dict[int, SSUDeviceRule]] = {
     "NVIDIA H100 80GB HBM3": {2: SSUDeviceRule(1 << 30, 8 * 128, 32, 4)},
+    "NVIDIA H200": {2: SSUDeviceRule(1 << 30, 0, 16, 1, heads_first_min=16 * 128)},
 }
 
 
