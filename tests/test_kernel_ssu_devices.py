@@ -54,9 +54,9 @@ def _caught(monkeypatch, name):
     return seen
 
 
-def _launch_bf16(batch, nheads=128, tokens=1, early=True, tied=True):
+def _launch_bf16(batch, nheads=128, tokens=1, early=True, tied=True, state_dtype=torch.bfloat16):
     """A bf16 step of ``batch`` requests (Nemotron-H's head: dim 64, dstate 128), caught by :func:`_caught`."""
-    state = torch.zeros(batch * tokens + 1, nheads, 64, 128, dtype=torch.bfloat16)
+    state = torch.zeros(batch * tokens + 1, nheads, 64, 128, dtype=state_dtype)
     x = torch.zeros(batch * tokens, nheads, 64, dtype=torch.bfloat16)
     A = torch.zeros(nheads)[:, None, None].expand(nheads, 64, 128) if tied else torch.zeros(nheads, 64, 128)
     dt = torch.zeros(batch * tokens, nheads)[..., None].expand(-1, -1, 64) if tied else torch.zeros_like(x)
@@ -121,6 +121,24 @@ def test_the_h200_rule_reaches_the_launch(monkeypatch):
         assert (kw["row_axis"], kw_h200["row_axis"]) == (1, 2)  # the sanitizer's request axis moves with the grid
 
 
+def test_the_h100_untied_warps_reach_the_launch(monkeypatch):
+    """On the H100, an fp32 state with A/dt per element, one token: from 8 x 128 request x heads the table's 4-row
+    tile on 2 warps; below it, on other cards, for a bf16 state or speculative steps, the table's launch."""
+    assert devices.ssu_untied_warps(torch.device("cpu"), 4, 1 << 20) is None
+    seen = _caught(monkeypatch, H100)
+    fp32 = dict(tied=False, state_dtype=torch.float32)
+    for batch, warps in ((4, 1), (7, 1), (8, 2), (512, 2)):
+        _launch_bf16(batch, **fp32)
+        assert (seen[-1][1]["BLOCK_M"], seen[-1][1]["num_warps"]) == (4, warps), batch
+    for name, kwargs in ((TABLE, fp32), (H200, fp32), (H100, dict(fp32, tokens=2)), (H100, dict(tied=False))):
+        monkeypatch.setattr(devices, "device_name", lambda device, n=name: n)
+        _launch_bf16(64, **kwargs)
+        on_card = seen[-1][1]
+        monkeypatch.setattr(devices, "device_name", lambda device: TABLE)
+        _launch_bf16(64, **kwargs)
+        assert on_card == seen[-1][1] and on_card["num_warps"] == 1, (name, kwargs)
+
+
 @pytest.mark.parametrize("batch,live", [(3, 3), (12, 9)])
 def test_a_forced_rule_gives_the_reference(monkeypatch, batch, live):
     """A test card's rule for an fp32 state (the interpreter has no bf16), taken at 3 requests and not at 12: the GPU's
@@ -140,6 +158,31 @@ def test_a_forced_rule_gives_the_reference(monkeypatch, batch, live):
     taken = batch * 4 <= 12
     assert seen[-1]["kernel"] is ssu._ssu_kernel and seen[-1].get("HEADS_FIRST") and seen[-1].get("ZIGZAG")
     assert (seen[-1]["BLOCK_M"], seen[-1]["num_warps"]) == ((8, 2) if taken else (16, 1)), batch
+    _against_reference(case, dict(state_batch_indices=idx), out, state, "ssu")
+    assert_untouched(case.state, state, touched_slots(idx))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch,live", [(8, 8), (16, 9)])
+def test_h100_untied_warps_on_a_gpu(monkeypatch, batch, live):
+    """The H100's 2 warps for A/dt per element, forced on whatever GPU runs this (fp32 state, bf16 activations, padded
+    rows): the slots the table's one warp writes (an element's update is a thread's own; the outputs' sums over dstate
+    may round otherwise), the reference's outputs and slots, untouched slots bit-identical."""
+    seen = spy_launches(monkeypatch, ssu)
+    case = make_case(160 + batch, rows=batch, nheads=128, dim=64, dstate=128, ngroups=8, tied=False, slots=batch + 8,
+                     dtypes=(torch.float32, torch.bfloat16), has_z=False)
+    idx = random_slot_indices(batch, batch + 8, num_null_rows=batch - live, generator=gen(161)).to(DEVICE)
+    results = []
+    for name in (H100, TABLE):
+        monkeypatch.setattr(devices, "device_name", lambda device, n=name: n)
+        state = same_layout_copy(case.state)
+        out = poison_(torch.empty_like(case.kwargs["x"]))
+        selective_state_update(state, out=out, state_batch_indices=idx, **case.kwargs)
+        results.append((state, out))
+        assert seen[-1]["num_warps"] == (2 if name == H100 else 1)
+    (state, out), (state_table, out_table) = results
+    assert torch.equal(state, state_table)
+    torch.testing.assert_close(out, out_table, rtol=1e-2, atol=1e-2)
     _against_reference(case, dict(state_batch_indices=idx), out, state, "ssu")
     assert_untouched(case.state, state, touched_slots(idx))
 

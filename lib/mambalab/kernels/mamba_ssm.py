@@ -64,7 +64,7 @@ from mambalab.device import INTERPRET
 from mambalab.kernels.common import (KernelFamily, guard_for, is_live_slot, prefetch_rows_l2, requests_a_program,
                                      use_pdl)
 from mambalab.kernels import mamba_ssm_kernels
-from mambalab.kernels.mamba_ssm_devices import ssu_device_rule
+from mambalab.kernels.mamba_ssm_devices import ssu_device_rule, ssu_untied_warps
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
 from mambalab.kernels.mamba_ssm_spec import _ssu_spec_tokens
@@ -497,6 +497,9 @@ def selective_state_update(
     card_small = card is not None and rh <= card.small_max
     if card_small:
         cfg = LaunchConfig(min(card.small_rows, triton.next_power_of_2(p.dim)), card.small_warps)
+    elif not tied and one_token and _override is None and _gpu_rules_on(p.state.device) and (
+            warps := ssu_untied_warps(p.state.device, p.state.element_size(), rh)):
+        cfg = LaunchConfig(cfg.block_m, warps)  # the table's tile on more warps (mamba_ssm_devices)
     # PDL helps the 16-bit state and the larger fp32 launches; fp32 tiles of 4 rows or fewer ran slower with it.
     small_fp32 = p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M
     early = (early_state_load and EARLY_STATE_LOAD and (card_small or rh <= (

@@ -56,6 +56,22 @@ SSU_DEVICE_RULES: dict[str, dict[int, SSUDeviceRule]] = {
 }
 
 
+# A/dt per element, one token (the untied kernel): device name -> state element size -> (fewest request x heads, warps
+# a program on the table's tile). NVIDIA H100 80GB HBM3, fp32 state, bf16 activations, 4 rows on 2 warps against the
+# table's 1 (call 180, docs/results/issue14-call180-ssu-el-warps-h100.txt): batch 16 / 64 / 128 / 256 / 512 1.019 /
+# 1.011 / 1.001 / 1.003 / 0.993 -> 1.022 / 1.023 / 1.014 / 1.018 / 1.008x. On an H200 the same shape lost 1.4-2.0%
+# (call 178), so the H200 keeps one warp.
+SSU_UNTIED_DEVICE_WARPS: dict[str, dict[int, tuple[int, int]]] = {
+    "NVIDIA H100 80GB HBM3": {4: (8 * 128, 2)},
+}
+
+
+def ssu_untied_warps(device: torch.device, state_element_size: int, request_heads: int) -> int | None:
+    """Warps a program for a one-token launch with ``A``/``dt`` per element on ``device``, or None (the table's)."""
+    fewest, warps = SSU_UNTIED_DEVICE_WARPS.get(device_name(device) or "", {}).get(state_element_size, (1 << 62, 0))
+    return warps if request_heads >= fewest else None
+
+
 def ssu_device_rule(device: torch.device, state_element_size: int, tied: bool, one_token: bool) -> SSUDeviceRule | None:
     """The rule for a launch on ``device`` or None (the H200's table applies): one token, ``A``/``dt`` per head."""
     if not (tied and one_token):
