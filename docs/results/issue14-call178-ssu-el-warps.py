@@ -1,4 +1,5 @@
-"""Issue 14, call 178: the SSU with ``A``/``dt`` per element, fp32 state, bf16 activations, on an H100, at 16-512.
+"""Issue 14, calls 178 (an H200 came) and 181 (an H100): the SSU with ``A``/``dt`` per element, fp32 state, bf16
+activations, at 16-512 (outputs: ``issue14-call178-ssu-el-warps-h200.*``, ``issue14-call181-ssu-el-warps-h100.*``).
 
 Call 173's recording read it behind vLLM at 256 / 512 (0.998 / 0.990x); call 174 tried 8 / 16 rows and 2 / 4
 requests a program (8 rows on 2 warps +0.6-1.2%, 512 still 0.997x). Not tried there: more warps on the table's 4-row

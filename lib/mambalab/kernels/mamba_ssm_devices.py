@@ -4,7 +4,8 @@ GPU's name, where one card measured other shapes than the H200.
 :mod:`.mamba_ssm`'s table was measured on an H200. vLLM keys its tuned SSU configs by device name the same way
 (``vllm/model_executor/layers/mamba/ops/configs/selective_state_update/...,device_name=NVIDIA_H100_80GB_HBM3,...json``
 in 0.33); :mod:`.gated_delta_rule_devices` holds the GDN's. These rules cover one token a request with ``A``/``dt``
-per head (``mamba_mixer2``'s decode call) and a 16-bit state. Not a mirror of an upstream file.
+per head (``mamba_mixer2``'s decode call) and a 16-bit state, and (:data:`SSU_UNTIED_DEVICE_WARPS`) ``A``/``dt`` per
+element with an fp32 state. Not a mirror of an upstream file.
 
 NVIDIA H100 80GB HBM3, bf16 state and activations, A/B interleaved beside vLLM 0.33 with the agreement gate
 (``docs/results/issue14-call17{2,3}-*.{py,txt}``; docs/benchmarks.md, "Calls 171-176"), vLLM's time over ours, in
@@ -20,8 +21,14 @@ call 172 (call 173 measured the same within 1%; its recording: SSU bf16 at 64-51
   without the heads-first grid, is even with the table at 4-16: call 123 on an H200, call 172.) The cost: at batch 1 / 2,
   after a torch kernel, 0.925 / 0.986 -> 0.896 / 0.974x (call 173; in the bench 1.525 / 1.428 -> 1.552 / 1.466x).
 
-These shapes have not been measured on an H200 since the zigzag, so they stay off there and on every other card. The
-table is keyed by element size, as :mod:`.gated_delta_rule_devices`' is: an fp16 state takes the rule unmeasured.
+NVIDIA H200, the same A/B (call 179, ``docs/results/issue14-call179-ssu-bf16-rule-h200.{txt,json}``): heads first
+with the zigzag from batch 16: 16 / 64 / 256 / 512 1.049 / 1.074 / 1.077 / 1.045 -> 1.074 / 1.092 / 1.104 / 1.078x,
+57 -> 64 1.071 -> 1.091x; below 16 it lost (8 / fresh 8 1.094 / 1.091 -> 1.071 / 1.071x), as did the 9 -> 16 of a
+CUDA graph (1.446 -> 1.427x; after a torch kernel 1.335 -> 1.316x) and ``z`` at 64 (1.074 -> 1.067x), which the
+rule takes as the price of 16. The H100's small-batch part lost at 4 / 8 there (1.137 / 1.094 -> 1.110 / 1.065x), so
+the H200 has none. Its recording with the rule (call 180): SSU bf16 at 64-512 90.3-95.2 -> 92.0-98.2% of copy.
+Every other card keeps the table. The table is keyed by element size, as :mod:`.gated_delta_rule_devices`' is: an
+fp16 state takes the rule unmeasured.
 """
 
 from __future__ import annotations
@@ -58,9 +65,10 @@ SSU_DEVICE_RULES: dict[str, dict[int, SSUDeviceRule]] = {
 
 # A/dt per element, one token (the untied kernel): device name -> state element size -> (fewest request x heads, warps
 # a program on the table's tile). NVIDIA H100 80GB HBM3, fp32 state, bf16 activations, 4 rows on 2 warps against the
-# table's 1 (call 180, docs/results/issue14-call180-ssu-el-warps-h100.txt): batch 16 / 64 / 128 / 256 / 512 1.019 /
-# 1.011 / 1.001 / 1.003 / 0.993 -> 1.022 / 1.023 / 1.014 / 1.018 / 1.008x. On an H200 the same shape lost 1.4-2.0%
-# (call 178), so the H200 keeps one warp.
+# table's 1 (call 181, docs/results/issue14-call181-ssu-el-warps-h100.txt): batch 16 / 64 / 128 / 256 / 512 1.019 /
+# 1.011 / 1.001 / 1.003 / 0.993 -> 1.022 / 1.023 / 1.014 / 1.018 / 1.008x. On an H200 the same shape lost 1.6-2.4%
+# (call 178), so the H200 keeps one warp. Batch 8, the rule's first, was not in the A/B; in the H100's recording with
+# the rule (call 182) it read 1.041x (1.032x in call 173).
 SSU_UNTIED_DEVICE_WARPS: dict[str, dict[int, tuple[int, int]]] = {
     "NVIDIA H100 80GB HBM3": {4: (8 * 128, 2)},
 }
