@@ -71,7 +71,7 @@ def test_the_caught_launch_is_the_gpus_and_compiles(batch):
 def test_device_name_selects_that_cards_rules():
     """``--device-name``: the H100's GDN rule from 128 sequences (the general kernel, bf16 32 rows in one piece, fp32
     16 rows on 2 warps), compiled without spills; below 128 the H200's streaming kernel as without the name; the
-    H100's SSU rule for a bf16 state."""
+    H100's SSU rule for a bf16 state and its 2 warps for per-element fp32; the H200's SSU rule from batch 16."""
     h100 = ("--device-name", "NVIDIA H100 80GB HBM3")
     rows = _rows(256, ["gdn-bf16", "gdn-fp32"], *h100)
     for case, bv, warps in (("gdn-bf16", 32, 1), ("gdn-fp32", 16, 2)):
@@ -85,3 +85,9 @@ def test_device_name_selects_that_cards_rules():
         assert f"'BLOCK_M': {rows_}" in launch and f"w={warps}" in launch and "HEADS_FIRST" in launch, (batch, launch)
         assert int(local) == 0 and 0 < int(registers) <= 255, (batch, registers)
     assert "HEADS_FIRST" not in _rows(64, ["ssu-bf16"])["ssu-bf16"][3]
+    # the H200's: heads first from batch 16 only; the H100's per-element fp32 on 2 warps (the H200's table: 1)
+    h200 = ("--device-name", "NVIDIA H200")
+    assert [("HEADS_FIRST" in _rows(b, ["ssu-bf16"], *h200)["ssu-bf16"][3]) for b in (8, 16)] == [False, True]
+    for name, warps in ((h100, 2), (h200, 1)):
+        _, _, grid, launch, registers, _, local, _ = _rows(64, ["ssu-fp32-element"], *name)["ssu-fp32-element"]
+        assert "'BLOCK_M': 4" in launch and f"w={warps}" in launch and int(local) == 0, (name, launch, local)
