@@ -55,7 +55,8 @@ def _caught(monkeypatch, name):
 
 
 def _launch_bf16(batch, nheads=128, tokens=1, early=True, tied=True, state_dtype=torch.bfloat16):
-    """A bf16 step of ``batch`` requests (Nemotron-H's head: dim 64, dstate 128), caught by :func:`_caught`."""
+    """A step of ``batch`` requests (Nemotron-H's head: dim 64, dstate 128; bf16 activations, the state in
+    ``state_dtype``), caught by :func:`_caught`."""
     state = torch.zeros(batch * tokens + 1, nheads, 64, 128, dtype=state_dtype)
     x = torch.zeros(batch * tokens, nheads, 64, dtype=torch.bfloat16)
     A = torch.zeros(nheads)[:, None, None].expand(nheads, 64, 128) if tied else torch.zeros(nheads, 64, 128)

@@ -492,12 +492,12 @@ def selective_state_update(
         raise ValueError(f"block_h={cfg.block_h} does not divide nheads={p.nheads}")
     rh = p.num_requests * p.nheads  # the rules' effective batch: request x heads
     # a card whose measured shapes differ from the H200's (mamba_ssm_devices): one token, A/dt per head
-    card = (ssu_device_rule(p.state.device, p.state.element_size(), tied, one_token)
-            if _override is None and _gpu_rules_on(p.state.device) else None)
+    card_rules = _override is None and _gpu_rules_on(p.state.device)
+    card = ssu_device_rule(p.state.device, p.state.element_size(), tied, one_token) if card_rules else None
     card_small = card is not None and rh <= card.small_max
     if card_small:
         cfg = LaunchConfig(min(card.small_rows, triton.next_power_of_2(p.dim)), card.small_warps)
-    elif not tied and one_token and _override is None and _gpu_rules_on(p.state.device) and (
+    elif card_rules and not tied and one_token and (
             warps := ssu_untied_warps(p.state.device, p.state.element_size(), rh)):
         cfg = LaunchConfig(cfg.block_m, warps)  # the table's tile on more warps (mamba_ssm_devices)
     # PDL helps the 16-bit state and the larger fp32 launches; fp32 tiles of 4 rows or fewer ran slower with it.

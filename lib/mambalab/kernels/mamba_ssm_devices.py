@@ -76,8 +76,8 @@ SSU_UNTIED_DEVICE_WARPS: dict[str, dict[int, tuple[int, int]]] = {
 
 def ssu_untied_warps(device: torch.device, state_element_size: int, request_heads: int) -> int | None:
     """Warps a program for a one-token launch with ``A``/``dt`` per element on ``device``, or None (the table's)."""
-    fewest, warps = SSU_UNTIED_DEVICE_WARPS.get(device_name(device) or "", {}).get(state_element_size, (1 << 62, 0))
-    return warps if request_heads >= fewest else None
+    rule = SSU_UNTIED_DEVICE_WARPS.get(device_name(device) or "", {}).get(state_element_size)
+    return rule[1] if rule is not None and request_heads >= rule[0] else None
 
 
 def ssu_device_rule(device: torch.device, state_element_size: int, tied: bool, one_token: bool) -> SSUDeviceRule | None:
