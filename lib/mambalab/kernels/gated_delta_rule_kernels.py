@@ -241,7 +241,6 @@ def _gdn_stream_kernel(
     EARLY_STATE: tl.constexpr = False,  # NB == 2: the slot and both blocks read first (before the wait, with PDL)
     EARLY_ONE: tl.constexpr = False,  # with EARLY_STATE: only the first block early, the second once it is computed
     RAW_QK: tl.constexpr = False,  # q, k not normalised before the state's reductions, their norms applied after
-    STAGED: tl.constexpr = False,  # with USE_PDL: the pipelined loop's first copies before the wait (in its body)
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
     ``HAS_INITIAL_STATE``, no ``num_accepted_tokens``), one token a sequence; with ``SIGMOID_GATING`` ``g`` and
@@ -259,7 +258,7 @@ def _gdn_stream_kernel(
     i_h = i_hv // (HV // H)
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
-        if not (EARLY_STATE or STAGED):
+        if not EARLY_STATE:
             tl.extra.cuda.gdc_wait()
     if IS_VARLEN:
         bos = tl.load(cu_seqlens + i_n).to(tl.int64)
@@ -279,7 +278,7 @@ def _gdn_stream_kernel(
         return  # an empty sequence reads and writes nothing
     if not live or seq_len != 1:
         if USE_PDL:
-            if EARLY_STATE or STAGED:
+            if EARLY_STATE:
                 tl.extra.cuda.gdc_wait()
     if not live:
         # a skipped sequence: zero outputs, no state traffic (as the general kernel)
@@ -303,30 +302,30 @@ def _gdn_stream_kernel(
                 tl.extra.cuda.gdc_wait()
         p_tok_q = q + i_b * s_q_b + bos * s_q_t + i_h * s_q_h
         p_tok_k = k + i_b * s_k_b + bos * s_k_t + i_h * s_k_h
+        b_q = tl.load(p_tok_q + o_k * s_q_k, mask=mask_k, other=0.0).to(tl.float32)
+        b_k = tl.load(p_tok_k + o_k * s_k_k, mask=mask_k, other=0.0).to(tl.float32)
         p_tok_g = g + i_b * s_g_b + bos * s_g_t + i_hv * s_g_h
         p_tok_beta = beta + i_b * s_beta_b + bos * s_beta_t + i_hv * s_beta_h
-        if STAGED:  # the wait in the loop's body, after its state load: the pipeliner's prologue copies precede it
-            tl.static_assert(USE_PDL and not EARLY_STATE, "STAGED is PDL's wait inside the pipelined loop")
-            p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h
-            p_ht = ht + slot * s_ht_n + i_hv * s_ht_h
-            b_q, b_k = tl.zeros([BK], dtype=tl.float32), tl.zeros([BK], dtype=tl.float32)
-            kq, decay, b_beta, r_q, r_k = 0.0, 0.0, 0.0, 1.0, 1.0
-            for blk in tl.range(0, NB, num_stages=STAGES):
-                o_v = (i_v * NB + blk) * RB + tl.arange(0, RB)
-                mask_h = (o_v < V)[:, None] & mask_k[None, :]
-                b_h = tl.load(p_h0 + o_v[:, None] * s_h0_v + o_k[None, :] * s_h0_k, mask=mask_h, other=0.0)
-                if blk == 0:  # a nested region: the pipeliner leaves its loads (and the wait) in the body
-                    w = _pdl_wait_offset(blk)  # the token's loads add it: none can be issued before the wait
-                    b_q, b_k, kq, decay, b_beta, r_q, r_k = _stream_token(
-                        p_tok_q + w, p_tok_k + w, p_tok_g + w, p_tok_beta + w, A_log + w, dt_bias + w, i_hv, o_k,
-                        mask_k, s_q_k, s_k_k, scale, softplus_beta, softplus_threshold, SIGMOID_GATING, HAS_BETA,
-                        USE_L2NORM, RAW_QK)
-                _stream_block(b_h, o_v, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K,
-                              BK, r_q, r_k, RAW_QK)
-            return
-        b_q, b_k, kq, decay, b_beta, r_q, r_k = _stream_token(
-            p_tok_q, p_tok_k, p_tok_g, p_tok_beta, A_log, dt_bias, i_hv, o_k, mask_k, s_q_k, s_k_k, scale,
-            softplus_beta, softplus_threshold, SIGMOID_GATING, HAS_BETA, USE_L2NORM, RAW_QK)
+        if SIGMOID_GATING:  # g, beta are a, b (vLLM 0.33's packed decode): the gates from them
+            b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
+            b_dtb = tl.load(dt_bias + i_hv).to(tl.float32)
+        else:
+            b_A, b_dtb = 0.0, 0.0  # unused
+        decay, b_beta = _token_gates(p_tok_g, p_tok_beta, 0, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta,
+                                     softplus_threshold, SIGMOID_GATING, HAS_BETA)
+        if RAW_QK:  # q, k as loaded; their norms (and the scale) applied to the reductions below
+            r_q, r_k = scale, 1.0
+            if USE_L2NORM:
+                r_q = scale / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
+                r_k = 1.0 / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
+            kq = tl.sum(b_k * b_q, axis=0) * (r_q * r_k)
+        else:
+            if USE_L2NORM:
+                b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
+                b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
+            b_q = b_q * scale
+            kq = tl.sum(b_k * b_q, axis=0)
+            r_q, r_k = 1.0, 1.0
         p_v = v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h
         p_ht = ht + slot * s_ht_n + i_hv * s_ht_h
         if EARLY_STATE:
@@ -358,46 +357,6 @@ def _gdn_stream_kernel(
                       s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
                       s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
                       HV, K, V, BK, True, 1, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
-
-
-@triton.jit
-def _pdl_wait_offset(x):
-    """PDL's wait (``griddepcontrol.wait``) as a value, 0: loads whose addresses add it depend on the wait, so no
-    scheduling pass (the pipeliner's prologue) can issue them before it. Once the previous grid is done the
-    instruction returns at once, so a loop may wait in every iteration."""
-    return tl.inline_asm_elementwise("griddepcontrol.wait;\n\tmov.u32 $0, 0;", "=r,r", [x], dtype=tl.int32,
-                                     is_pure=False, pack=1)
-
-
-@triton.jit
-def _stream_token(p_q, p_k, p_g, p_beta, A_log, dt_bias, i_hv, o_k, mask_k, s_q_k, s_k_k, scale, softplus_beta,
-                  softplus_threshold, SIGMOID_GATING: tl.constexpr, HAS_BETA: tl.constexpr, USE_L2NORM: tl.constexpr,
-                  RAW: tl.constexpr):
-    """A one-token step's vectors for :func:`_stream_block`: ``(q, k, k . q, decay, beta, r_q, r_k)``: ``q``
-    normalised and scaled and ``k`` normalised (with ``RAW`` as loaded, ``r_q``/``r_k`` their factors)."""
-    b_q = tl.load(p_q + o_k * s_q_k, mask=mask_k, other=0.0).to(tl.float32)
-    b_k = tl.load(p_k + o_k * s_k_k, mask=mask_k, other=0.0).to(tl.float32)
-    if SIGMOID_GATING:  # g, beta are a, b (vLLM 0.33's packed decode): the gates from them
-        b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
-        b_dtb = tl.load(dt_bias + i_hv).to(tl.float32)
-    else:
-        b_A, b_dtb = 0.0, 0.0  # unused
-    decay, b_beta = _token_gates(p_g, p_beta, 0, 1, 1, b_A, b_dtb, softplus_beta, softplus_threshold,
-                                 SIGMOID_GATING, HAS_BETA)
-    if RAW:  # q, k as loaded; their norms (and the scale) applied to the reductions
-        r_q, r_k = scale, 1.0
-        if USE_L2NORM:
-            r_q = scale / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
-            r_k = 1.0 / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
-        kq = tl.sum(b_k * b_q, axis=0) * (r_q * r_k)
-    else:
-        if USE_L2NORM:
-            b_q = b_q / tl.sqrt(tl.sum(b_q * b_q, axis=0) + 1e-6)
-            b_k = b_k / tl.sqrt(tl.sum(b_k * b_k, axis=0) + 1e-6)
-        b_q = b_q * scale
-        kq = tl.sum(b_k * b_q, axis=0)
-        r_q, r_k = 1.0, 1.0
-    return b_q, b_k, kq, decay, b_beta, r_q, r_k
 
 
 @triton.jit
