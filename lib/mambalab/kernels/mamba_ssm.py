@@ -353,7 +353,8 @@ PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer laun
 # The L2 hint before PDL's wait (PREFETCH: kernels.common.prefetch_rows_l2), one token a request with indices, under
 # the early_state_load promise, by state element size: (mode, fewest, most request x heads); mode 1 plain, 2
 # L2::evict_last. bf16 mode 2 on an H200: batch 32-512 +2-4% (64 1.043 -> 1.075x); fp32 1-3% slower, so not
-# (calls 41-42, issue14-call4{1,2}-*.txt; docs/benchmarks.md, "The SSU's L2 hint before PDL's wait").
+# (calls 41-42, issue14-call4{1,2}-*.txt; docs/benchmarks.md, "The SSU's L2 hint before PDL's wait"). It pays in the
+# bench only, at 8-16: after the conv (a layer) 1.3-2.2% slower, from 64 2-3.5% faster (calls 189-190, H200).
 PREFETCH_STATE: dict[int, tuple[int, int, int]] = {2: (2, 1, 1 << 30)}
 # Several tokens (call 43, H200, issue14-call43-ab-spec-hint.txt): bf16 T = 3 / 4 at 16-256 0.2-0.9% faster, mode 1.
 PREFETCH_STATE_MULTI_TOKEN: dict[int, tuple[int, int, int]] = {2: (1, 1, 1 << 30)}
