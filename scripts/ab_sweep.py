@@ -114,6 +114,18 @@ class Sweep:
         print(part, "done", round(time.time() - t0, 1), flush=True)
         return rows
 
+    def run_parts(self, parts_, cases, variants, setv, make) -> dict[str, list[dict]]:
+        """:meth:`run` for every part of ``parts_`` but "pairs" (:func:`pair_sweep`'s): in the bench's harness, or
+        after a torch kernel where the part's name ends in "-nb" (:data:`NEIGHBOUR`, set back after)."""
+        out = {}
+        try:
+            for part in [p for p in parts_ if p != "pairs"]:
+                NEIGHBOUR[0] = part.endswith("-nb")
+                out[part] = self.run(part, cases, {v: i for i, v in enumerate(variants)}, setv, make)
+        finally:
+            NEIGHBOUR[0] = False
+        return out
+
 
 def pair_sweep(label: str, shapes, make_pair, variants, setv, out_name: str) -> list[dict]:
     """Layer pairs per ``(active, captured)`` of ``shapes``: ``make_pair(active, captured)`` gives ``(first,

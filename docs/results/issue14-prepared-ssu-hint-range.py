@@ -19,7 +19,6 @@ import sys
 sys.path[:0] = ["lib", "scripts"]
 import torch  # noqa: E402
 
-import ab_sweep  # noqa: E402
 from ab_sweep import Sweep, pair_sweep, parts  # noqa: E402
 from mambalab.gpu import bench  # noqa: E402
 from mambalab.gpu.bench_cases import ConvCase, SSUCase  # noqa: E402
@@ -48,9 +47,5 @@ if "pairs" in PARTS:
                    lambda a, c, z=z, pools=pools: (ConvCase(a, c, BF, BF, z, pools, 1),
                                                     SSUCase(a, c, BF, BF, z, pools, 1)),
                    VARIANTS, setv, f"hint-range-pairs-{int(z)}-{pools}.json")
-SWEEP = Sweep("ab-hint-range")
-for part in [p for p in PARTS if p != "pairs"]:
-    ab_sweep.NEIGHBOUR[0] = part.endswith("-nb")
-    SWEEP.run(part, SHAPES, {v: i for i, v in enumerate(VARIANTS)}, setv,
-              lambda k: SSUCase(k[0], k[1], BF, BF, k[2], k[3], 1))
+Sweep("ab-hint-range").run_parts(PARTS, SHAPES, VARIANTS, setv, lambda k: SSUCase(k[0], k[1], BF, BF, k[2], k[3], 1))
 print("all done", flush=True)
