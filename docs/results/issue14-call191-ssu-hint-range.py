@@ -1,5 +1,4 @@
-"""Issue 14, prepared for the next device call (not run yet; rename to issue14-callNNN-... when it runs): plan item 1
-of docs/benchmarks.md ("What is missed, and the plan", at HEAD). Calls 189-190 found the SSU's bf16 L2 hint before
+"""Issue 14, call 191 (H200): plan item 1 of docs/benchmarks.md ("What is missed, and the plan", at HEAD). Calls 189-190 found the SSU's bf16 L2 hint before
 PDL's wait (``mamba_ssm.PREFETCH_STATE``) losing in the layer (the conv, then the SSU) at 8-16 request x 128 heads
 and gaining from 64, and the bf16 early state load mixed at 1-4. Variants (``PREFETCH_STATE`` is data: (mode, fewest,
 most request x heads)):
@@ -12,7 +11,7 @@ most request x heads)):
 SSU, ``A``/``dt`` per head, one token, bf16 state and activations: layer pairs first (what a model runs), then the
 bench and after a torch kernel, with ``z`` and fresh pools at 8, and the padded 9 -> 16 of a CUDA graph.
 
-    PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-prepared-ssu-hint-range.py
+    PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call191-ssu-hint-range.py
 """
 import sys
 
