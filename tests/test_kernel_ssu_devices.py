@@ -73,15 +73,16 @@ def _launch_bf16(batch, nheads=128, tokens=1, early=True, tied=True, state_dtype
 
 def test_the_h100_rule_reaches_the_launch(monkeypatch):
     """On the H100, bf16 one token with A/dt per head: heads first and zigzagged at every batch; up to batch 8 (128
-    heads) 32 rows on 4 warps with the state read early under the promise, above it the H200's 16 rows on one warp
-    and the L2 hint. The H200 keeps its table; speculative and per-element launches keep theirs."""
+    heads) 32 rows on 4 warps with the state read early under the promise, above it the H200's 16 rows on one warp,
+    from 17 x 128 with the L2 hint. The H200 keeps its table; speculative and per-element launches keep theirs."""
     seen = _caught(monkeypatch, H100)
-    for batch, rows, warps, early in ((1, 32, 4, True), (8, 32, 4, True), (9, 16, 1, False), (64, 16, 1, False)):
+    for batch, rows, warps, early in ((1, 32, 4, True), (8, 32, 4, True), (9, 16, 1, False), (16, 16, 1, False),
+                                      (17, 16, 1, False), (64, 16, 1, False)):
         _launch_bf16(batch)
         grid, kw = seen[-1]
         assert kw["BLOCK_M"] == rows and kw["num_warps"] == warps, batch
         assert kw.get("HEADS_FIRST") and kw.get("ZIGZAG") and grid == (64 // rows, 128, batch), batch
-        assert bool(kw.get("EARLY_STATE")) == early and (kw.get("PREFETCH") is None) == early, batch
+        assert bool(kw.get("EARLY_STATE")) == early and (kw.get("PREFETCH") is None) == (batch < 17), batch
     _launch_bf16(8, early=False)  # no promise: the tile, the grid, no early load
     assert seen[-1][1]["BLOCK_M"] == 32 and "EARLY_STATE" not in seen[-1][1] and seen[-1][1].get("HEADS_FIRST")
     for kwargs in (dict(tokens=2), dict(tied=False)):
@@ -125,7 +126,10 @@ def test_the_h200_rule_reaches_the_launch(monkeypatch):
 def test_the_h100_untied_warps_reach_the_launch(monkeypatch):
     """On the H100, an fp32 state with A/dt per element, one token: from 8 x 128 request x heads the table's 4-row
     tile on 2 warps; below it, on other cards, for a bf16 state or speculative steps, the table's launch."""
-    assert devices.ssu_untied_warps(torch.device("cpu"), 4, 1 << 20) is None
+    assert devices.ssu_untied_warps(torch.device("cpu"), 4, False, True, 1 << 20) is None
+    monkeypatch.setattr(devices, "device_name", lambda device: H100)  # the lookup alone: the launch form decides
+    assert [devices.ssu_untied_warps(torch.device("cpu"), 4, tied, one, 1 << 20)
+            for tied, one in ((False, True), (True, True), (False, False))] == [2, None, None]
     seen = _caught(monkeypatch, H100)
     fp32 = dict(tied=False, state_dtype=torch.float32)
     for batch, warps in ((4, 1), (7, 1), (8, 2), (512, 2)):

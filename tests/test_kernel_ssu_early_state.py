@@ -136,14 +136,15 @@ def test_the_switch_reaches_the_kernel_only_under_pdl(monkeypatch, state_dtype, 
 @pytest.mark.parametrize("name", ["one-token-tied-nulls", "spec-varlen"])
 def test_the_l2_hint_gives_the_same_bytes_and_needs_the_promise(monkeypatch, name, state_dtype, hint):
     """Past the early state load (here: everywhere), with the promise, a 16-bit state launches with ``PREFETCH``
-    (an L2 hint for the initial state's tile before PDL's wait: ``mamba_ssm.PREFETCH_STATE``, and
-    ``PREFETCH_STATE_MULTI_TOKEN`` forced on here); fp32 does not. Same bytes as the launch without the promise,
+    (an L2 hint for the initial state's tile before PDL's wait: ``mamba_ssm.PREFETCH_STATE`` and
+    ``PREFETCH_STATE_MULTI_TOKEN``, forced on from one request x head here); fp32 does not. Same bytes as the launch without the promise,
     the slots not written untouched, the reference within tolerance."""
     seen = spy_launches(monkeypatch, ssu)
     monkeypatch.setattr(devices, "SSU_DEVICE_RULES", {})  # the H200's table (an H100's rule reads batch 8 early)
     monkeypatch.setattr(ssu, "EARLY_STATE_MAX_REQUEST_HEADS", 0)
     monkeypatch.setattr(ssu, "EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN", 0)
     monkeypatch.setattr(ssu, "PREFETCH_STATE_MULTI_TOKEN", {2: (2, 1, 1 << 30)})
+    monkeypatch.setattr(ssu, "PREFETCH_STATE", {2: (2, 1, 1 << 30)})
     seed = sum(map(ord, name)) + 3
     case = make_case(seed, dtypes=(state_dtype, state_dtype), **FORMS[name][0])
     kw, written = _kwargs(name, case, seed + 1)

@@ -354,8 +354,10 @@ PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer laun
 # the early_state_load promise, by state element size: (mode, fewest, most request x heads); mode 1 plain, 2
 # L2::evict_last. bf16 mode 2 on an H200: batch 32-512 +2-4% (64 1.043 -> 1.075x); fp32 1-3% slower, so not
 # (calls 41-42, issue14-call4{1,2}-*.txt; docs/benchmarks.md, "The SSU's L2 hint before PDL's wait"). It pays in the
-# bench only, at 8-16: after the conv (a layer) 1.3-2.2% slower, from 64 2-3.5% faster (calls 189-190, H200).
-PREFETCH_STATE: dict[int, tuple[int, int, int]] = {2: (2, 1, 1 << 30)}
+# bench only at 8-16: after the conv (a layer) 1.3-2.2% slower, from 64 2-3.5% faster (calls 189-190, H200). From
+# 17 x 128 (call 191, issue14-call191-ssu-hint-range.txt): layer pairs at 8 / 16 1.143 / 1.125 -> 1.164 / 1.144x (z
+# 1.105 -> 1.165x), after a torch kernel 8 0.933 -> 0.978x; the bench at 8 / 9 -> 16 1.071 / 1.416 -> 1.055 / 1.381x.
+PREFETCH_STATE: dict[int, tuple[int, int, int]] = {2: (2, 17 * 128, 1 << 30)}
 # Several tokens (call 43, H200, issue14-call43-ab-spec-hint.txt): bf16 T = 3 / 4 at 16-256 0.2-0.9% faster, mode 1.
 PREFETCH_STATE_MULTI_TOKEN: dict[int, tuple[int, int, int]] = {2: (1, 1, 1 << 30)}
 # A/dt per element (call 44, issue14-call44-ab-untied-hint.txt): bf16 batch 8 1.165 -> 1.239x, 16-512 slower.
@@ -498,8 +500,7 @@ def selective_state_update(
     card_small = card is not None and rh <= card.small_max
     if card_small:
         cfg = LaunchConfig(min(card.small_rows, triton.next_power_of_2(p.dim)), card.small_warps)
-    elif card_rules and not tied and one_token and (
-            warps := ssu_untied_warps(p.state.device, p.state.element_size(), rh)):
+    elif card_rules and (warps := ssu_untied_warps(p.state.device, p.state.element_size(), tied, one_token, rh)):
         cfg = LaunchConfig(cfg.block_m, warps)  # the table's tile on more warps (mamba_ssm_devices)
     # PDL helps the 16-bit state and the larger fp32 launches; fp32 tiles of 4 rows or fewer ran slower with it.
     small_fp32 = p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M

@@ -74,8 +74,11 @@ SSU_UNTIED_DEVICE_WARPS: dict[str, dict[int, tuple[int, int]]] = {
 }
 
 
-def ssu_untied_warps(device: torch.device, state_element_size: int, request_heads: int) -> int | None:
+def ssu_untied_warps(device: torch.device, state_element_size: int, tied: bool, one_token: bool,
+                     request_heads: int) -> int | None:
     """Warps a program for a one-token launch with ``A``/``dt`` per element on ``device``, or None (the table's)."""
+    if tied or not one_token:
+        return None
     rule = SSU_UNTIED_DEVICE_WARPS.get(device_name(device) or "", {}).get(state_element_size)
     return rule[1] if rule is not None and request_heads >= rule[0] else None
 
