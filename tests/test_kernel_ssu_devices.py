@@ -73,8 +73,9 @@ def _launch_bf16(batch, nheads=128, tokens=1, early=True, tied=True, state_dtype
 
 def test_the_h100_rule_reaches_the_launch(monkeypatch):
     """On the H100, bf16 one token with A/dt per head: heads first and zigzagged at every batch; up to batch 8 (128
-    heads) 32 rows on 4 warps with the state read early under the promise, above it the H200's 16 rows on one warp,
-    from 17 x 128 with the L2 hint. The H200 keeps its table; speculative and per-element launches keep theirs."""
+    heads) 32 rows on 4 warps with the state read early under the promise, above it the H200's 16 rows on one warp
+    and the L2 hint (the H200's from 17 x 128). The H200 keeps its table; speculative and per-element launches keep
+    theirs."""
     seen = _caught(monkeypatch, H100)
     for batch, rows, warps, early in ((1, 32, 4, True), (8, 32, 4, True), (9, 16, 1, False), (16, 16, 1, False),
                                       (17, 16, 1, False), (64, 16, 1, False)):
@@ -82,7 +83,13 @@ def test_the_h100_rule_reaches_the_launch(monkeypatch):
         grid, kw = seen[-1]
         assert kw["BLOCK_M"] == rows and kw["num_warps"] == warps, batch
         assert kw.get("HEADS_FIRST") and kw.get("ZIGZAG") and grid == (64 // rows, 128, batch), batch
-        assert bool(kw.get("EARLY_STATE")) == early and (kw.get("PREFETCH") is None) == (batch < 17), batch
+        assert bool(kw.get("EARLY_STATE")) == early and (kw.get("PREFETCH") is None) == early, batch
+    for name in (H200, TABLE):  # the table's hint range: from 17 x 128
+        monkeypatch.setattr(devices, "device_name", lambda device, n=name: n)
+        for batch in (9, 16, 17, 64):
+            _launch_bf16(batch)
+            assert (seen[-1][1].get("PREFETCH") == 2) == (batch >= 17), (name, batch)
+    monkeypatch.setattr(devices, "device_name", lambda device: H100)
     _launch_bf16(8, early=False)  # no promise: the tile, the grid, no early load
     assert seen[-1][1]["BLOCK_M"] == 32 and "EARLY_STATE" not in seen[-1][1] and seen[-1][1].get("HEADS_FIRST")
     for kwargs in (dict(tokens=2), dict(tied=False)):

@@ -357,6 +357,7 @@ PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer laun
 # bench only at 8-16: after the conv (a layer) 1.3-2.2% slower, from 64 2-3.5% faster (calls 189-190, H200). From
 # 17 x 128 (call 191, issue14-call191-ssu-hint-range.txt): layer pairs at 8 / 16 1.143 / 1.125 -> 1.164 / 1.144x (z
 # 1.105 -> 1.165x), after a torch kernel 8 0.933 -> 0.978x; the bench at 8 / 9 -> 16 1.071 / 1.416 -> 1.055 / 1.381x.
+# An H100 keeps it from 1 (call 193; its rule's prefetch_min, mamba_ssm_devices).
 PREFETCH_STATE: dict[int, tuple[int, int, int]] = {2: (2, 17 * 128, 1 << 30)}
 # Several tokens (call 43, H200, issue14-call43-ab-spec-hint.txt): bf16 T = 3 / 4 at 16-256 0.2-0.9% faster, mode 1.
 PREFETCH_STATE_MULTI_TOKEN: dict[int, tuple[int, int, int]] = {2: (1, 1, 1 << 30)}
@@ -539,6 +540,8 @@ def selective_state_update(
             launch_opts["ZIGZAG"] = True
     hint = (PREFETCH_STATE_MULTI_TOKEN if not one_token else PREFETCH_STATE if tied
             else PREFETCH_STATE_UNTIED).get(p.state.element_size())
+    if hint and card is not None and card.prefetch_min is not None:  # the card's own range (mamba_ssm_devices)
+        hint = (hint[0], card.prefetch_min, hint[2])
     if (pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx and hint
             and hint[1] <= rh <= hint[2]):
         launch_opts["PREFETCH"] = hint[0]

@@ -27,8 +27,12 @@ with the zigzag from batch 16: 16 / 64 / 256 / 512 1.049 / 1.074 / 1.077 / 1.045
 CUDA graph (1.446 -> 1.427x; after a torch kernel 1.335 -> 1.316x) and ``z`` at 64 (1.074 -> 1.067x), which the
 rule takes as the price of 16. The H100's small-batch part lost at 4 / 8 there (1.137 / 1.094 -> 1.110 / 1.065x), so
 the H200 has none. Its recording with the rule (call 180): SSU bf16 at 64-512 90.3-95.2 -> 92.0-98.2% of copy.
-Every other card keeps the table. The table is keyed by element size, as :mod:`.gated_delta_rule_devices`' is: an
-fp16 state takes the rule unmeasured.
+The L2 hint before PDL's wait (``mamba_ssm.PREFETCH_STATE``) starts at 17 x 128 request x heads on the H200
+(call 191: in the layer it lost at 8-16); on the H100 it stays from the first batch the small part leaves (call 193,
+``docs/results/issue14-call193-ssu-hint-range-h100.txt``, from 1 against from 17 x 128: the bench at 9 / 16 / 9 -> 16
+1.073 / 1.059 / 1.093 -> 1.093 / 1.073 / 1.149x; the layer, conv then SSU, at 9 / 9 -> 16 1.150 / 1.165 -> 1.139 /
+1.176x, 16 even). Every other card keeps the table. The table is keyed by element size, as
+:mod:`.gated_delta_rule_devices`' is: an fp16 state takes the rule unmeasured.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class SSUDeviceRule(NamedTuple):
     small_rows: int
     small_warps: int
     heads_first_min: int = 0
+    prefetch_min: int | None = None  # the L2 hint from this many request x heads (None: mamba_ssm.PREFETCH_STATE's)
 
     def heads_first(self, request_heads: int) -> bool:
         """Whether a launch of ``request_heads`` request x heads walks a slot's heads together."""
@@ -58,7 +63,7 @@ class SSUDeviceRule(NamedTuple):
 
 # device name (torch.cuda.get_device_name) -> state element size -> rule
 SSU_DEVICE_RULES: dict[str, dict[int, SSUDeviceRule]] = {
-    "NVIDIA H100 80GB HBM3": {2: SSUDeviceRule(1 << 30, 8 * 128, 32, 4)},
+    "NVIDIA H100 80GB HBM3": {2: SSUDeviceRule(1 << 30, 8 * 128, 32, 4, prefetch_min=1)},
     "NVIDIA H200": {2: SSUDeviceRule(1 << 30, 0, 16, 1, heads_first_min=16 * 128)},
 }
 
