@@ -213,26 +213,3 @@ def test_h100_rule_on_a_gpu(monkeypatch, batch, live):
     given, as mamba_mixer2 gives it)."""
     _h100_against_table(monkeypatch, 150 + batch, batch, live, True, torch.bfloat16,
                         lambda launch: bool(launch.get("HEADS_FIRST")), early_state_load=True)
-
-
-@pytest.mark.parametrize("batch,live", [(6, 6), (12, 7)])
-def test_the_live_mask_gives_the_reference(monkeypatch, batch, live):
-    """``LIVE_MASK_ONE_TOKEN``: a GPU's one-token launch tests the null slot as a mask, not by returning early; padded
-    rows (the null block) still read and write no state and get zero outputs, the reference's outputs and slots, untouched
-    slots bit-identical. Off, or under the early state load, the launch returns early as before."""
-    monkeypatch.setattr(ssu, "_gpu_rules_on", lambda device: True)
-    monkeypatch.setattr(ssu, "choose_launch_config", lambda *a, **k: ssu.LaunchConfig(block_m=16, num_warps=1))
-    monkeypatch.setattr(devices, "device_name", lambda device: TABLE)
-    seen = spy_launches(monkeypatch, ssu)
-    slots = batch + 4
-    case = make_case(150 + batch, rows=batch, nheads=4, dim=16, dstate=32, ngroups=2, tied=True, slots=slots)
-    idx = random_slot_indices(batch, slots, num_null_rows=batch - live, generator=gen(151)).to(DEVICE)
-    for on, early in ((True, False), (False, False), (True, True)):
-        monkeypatch.setattr(ssu, "LIVE_MASK_ONE_TOKEN", on)
-        state = same_layout_copy(case.state)
-        out = poison_(torch.empty_like(case.kwargs["x"]))
-        selective_state_update(state, out=out, state_batch_indices=idx, early_state_load=early, **case.kwargs)
-        assert seen[-1]["kernel"] is ssu._ssu_kernel and bool(seen[-1].get("LIVE_MASK")) == (on and not early)
-        _against_reference(case, dict(state_batch_indices=idx), out, state, "ssu")
-        assert_untouched(case.state, state, touched_slots(idx))
-        assert not out[(idx == 0).nonzero().flatten()].any()

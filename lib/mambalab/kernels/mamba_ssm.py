@@ -120,7 +120,6 @@ def _ssu_kernel(
     SPEC_TOKENS: tl.constexpr = 0,  # > 0: a request of this many tokens runs them unrolled (ssu_kernel_options)
     SPEC_AHEAD: tl.constexpr = 1,  # ... with token t + SPEC_AHEAD's loads issued before token t's update
     ZIGZAG: tl.constexpr = False,  # with HEADS_FIRST, the requests in the order 0, n-1, 1, ... (common.program_row)
-    LIVE_MASK: tl.constexpr = False,  # one token: a padded row masked, not returned early (LIVE_MASK_ONE_TOKEN)
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
@@ -165,14 +164,10 @@ def _ssu_kernel(
     out_ptrs = out_ptr + bos * s_out_tok + pid_h * s_out_head + offs_m * s_out_dim
 
     # -- where the initial state comes from (and the guard) -------------------
-    mask_state = mask_mn
     if HAS_INDICES:
         src_slot = _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
                                  HAS_NUM_ACCEPTED, CLAMP_ACCEPTED)
-        if LIVE_MASK:  # no branch on the index: the inputs' loads go out with it, the state's after one wait
-            live = is_live_slot(src_slot, null_block_id, GUARD)
-            mask_state = mask_mn & live
-        elif not is_live_slot(src_slot, null_block_id, GUARD):
+        if not is_live_slot(src_slot, null_block_id, GUARD):
             # A padded row: zero its outputs and leave, before touching state.
             # This is what makes padding cheap (a few bytes per program).
             if USE_PDL:
@@ -189,7 +184,7 @@ def _ssu_kernel(
 
     tile = offs_m[:, None] * s_state_dim + offs_n[None, :] * s_state_n
     head_state_ptr = state_ptr + pid_h * s_state_head
-    state = tl.load(head_state_ptr + src_slot * s_state_slot + tile, mask=mask_state, other=0.0)
+    state = tl.load(head_state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=0.0)
     state = state.to(tl.float32)
 
     # -- per-head parameters (constant over the tokens) ------------------------
@@ -244,9 +239,7 @@ def _ssu_kernel(
             dst_live = True
         if dst_live:
             tl.store(head_state_ptr + dst_slot * s_state_slot + tile,
-                     state.to(state_ptr.dtype.element_ty), mask=mask_state)
-        if LIVE_MASK:
-            out = tl.where(live, out, 0.0)
+                     state.to(state_ptr.dtype.element_ty), mask=mask_mn)
         tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=mask_m)
     else:
         # Several tokens (speculative decoding, varlen): the state stays in
@@ -368,7 +361,6 @@ PDL_FP32_NO_PDL_BLOCK_M = 4  # fp32 state: tiles of this many rows or fewer laun
 PREFETCH_STATE: dict[int, tuple[int, int, int]] = {2: (2, 17 * 128, 1 << 30)}
 # Several tokens (call 43, H200, issue14-call43-ab-spec-hint.txt): bf16 T = 3 / 4 at 16-256 0.2-0.9% faster, mode 1.
 PREFETCH_STATE_MULTI_TOKEN: dict[int, tuple[int, int, int]] = {2: (1, 1, 1 << 30)}
-LIVE_MASK_ONE_TOKEN = False  # a GPU's one-token launch with indices: the null-slot test as a mask (A/B switch)
 # A/dt per element (call 44, issue14-call44-ab-untied-hint.txt): bf16 batch 8 1.165 -> 1.239x, 16-512 slower.
 PREFETCH_STATE_UNTIED: dict[int, tuple[int, int, int]] = {2: (2, 1, 8 * 128)}
 # A streaming kernel (state blocks through a pipelined loop; calls 22-26) took bf16 T = 2 from batch 32 until call 121
@@ -553,8 +545,6 @@ def selective_state_update(
     if (pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx and hint
             and hint[1] <= rh <= hint[2]):
         launch_opts["PREFETCH"] = hint[0]
-    if LIVE_MASK_ONE_TOKEN and one_token and has_idx and kernel is _ssu_kernel and not early and card_rules:
-        launch_opts["LIVE_MASK"] = True
     if rh <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True
     if kernel is _ssu_kernel and _override is None:  # the unrolled speculative step, the register cap
