@@ -4,7 +4,7 @@ showed the early return's branch on the loaded index holding every other load ba
 then dt, B, C, x and only 5 of the 8 state loads, the last 3 after dt's arrival. vLLM's kernel masks the state with
 the index test, so its inputs go out with the index. Alone under Nsight Compute (call 188) ours took 12.19 µs
 there against vLLM's 10.62. Variants: "base" (the tree), "mask" (``mamba_ssm.LIVE_MASK_ONE_TOKEN``, the switch at
-74f58cf, removed after this call: bf16 +0.6-1.7% at 8-16 in the bench, padded rows -3.7%, fp32 state up to -10%;
+74f58cf, removed after this call: bf16 +0.6-1.7% at 8-16 in the bench, padded rows -3.7%, fp32 state up to -11%;
 not under the early state load, batch <= 4 here).
 
 SSU, ``A``/``dt`` per head, one token, bf16 activations; bf16 and fp32 state: the bench, after a torch kernel, and
