@@ -137,8 +137,8 @@ def test_the_switch_reaches_the_kernel_only_under_pdl(monkeypatch, state_dtype, 
 def test_the_l2_hint_gives_the_same_bytes_and_needs_the_promise(monkeypatch, name, state_dtype, hint):
     """Past the early state load (here: everywhere), with the promise, a 16-bit state launches with ``PREFETCH``
     (an L2 hint for the initial state's tile before PDL's wait: ``mamba_ssm.PREFETCH_STATE`` and
-    ``PREFETCH_STATE_MULTI_TOKEN``, forced on from one request x head here); fp32 does not. Same bytes as the launch without the promise,
-    the slots not written untouched, the reference within tolerance."""
+    ``PREFETCH_STATE_MULTI_TOKEN``, forced on from one request x head here); fp32 does not. Same bytes as the
+    launch without the promise, the slots not written untouched, the reference within tolerance."""
     seen = spy_launches(monkeypatch, ssu)
     monkeypatch.setattr(devices, "SSU_DEVICE_RULES", {})  # the H200's table (an H100's rule reads batch 8 early)
     monkeypatch.setattr(ssu, "EARLY_STATE_MAX_REQUEST_HEADS", 0)
