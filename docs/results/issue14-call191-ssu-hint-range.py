@@ -1,7 +1,7 @@
 """Issue 14, call 191 (H200): plan item 1 of docs/benchmarks.md ("What is missed, and the plan", at d0a2420). Calls
-189-190 found the SSU's bf16 L2 hint before PDL's wait (``mamba_ssm.PREFETCH_STATE``) losing in the layer (the conv, then the SSU) at 8-16 request x 128 heads
-and gaining from 64, and the bf16 early state load mixed at 1-4. Variants (``PREFETCH_STATE`` is data: (mode, fewest,
-most request x heads)):
+189-190 found the SSU's bf16 L2 hint before PDL's wait (``mamba_ssm.PREFETCH_STATE``) losing in the layer (the conv,
+then the SSU) at 8-16 request x 128 heads and gaining from 64, and the bf16 early state load mixed at 1-4. Variants
+(``PREFETCH_STATE`` is data: (mode, fewest, most request x heads)):
 
 * "base": the tree (the hint from 1, the early load up to 4 x 128);
 * "from17": the hint from 17 x 128 request x heads;
