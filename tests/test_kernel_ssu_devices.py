@@ -32,11 +32,14 @@ def test_rule_only_for_its_card_and_launch_form(monkeypatch):
     h200 = ssu_device_rule(cuda, 2, True, True)
     assert h200 is SSU_DEVICE_RULES[H200][2] and ssu_device_rule(cuda, 4, True, True) is None
     assert [h200.heads_first(rh) for rh in (15 * 128, 16 * 128, 512 * 128)] == [False, True, True]
-    assert h200.small_max == 0  # no small-batch part: the table's tile and early load
+    # from 8 to 15 x 128 the 32-row tile on 4 warps, without the early load (the table's up to 4 x 128 stands)
+    assert [h200.small(rh) for rh in (7 * 128, 8 * 128, 15 * 128, 16 * 128)] == [False, True, True, False]
+    assert (h200.small_rows, h200.small_warps, h200.small_early) == (32, 4, False)
     monkeypatch.setattr(devices, "device_name", lambda device: H100)
     rule = SSU_DEVICE_RULES[H100][2]
     assert ssu_device_rule(cuda, 2, True, True) is rule
     assert (rule.heads_first_max, rule.small_max, rule.small_rows, rule.small_warps) == (1 << 30, 8 * 128, 32, 4)
+    assert rule.small(1) and rule.small_early
     assert ssu_device_rule(cuda, 4, True, True) is None  # the fp32 state: the H200's table
     assert ssu_device_rule(cuda, 2, False, True) is None  # A/dt per element
     assert ssu_device_rule(cuda, 2, True, False) is None  # several tokens a request
@@ -111,18 +114,26 @@ def test_the_h100_rule_reaches_the_launch(monkeypatch):
 
 def test_the_h200_rule_reaches_the_launch(monkeypatch):
     """On the H200, bf16 one token with A/dt per head: from batch 16 (128 heads; 9 -> 16 counts its padded rows) heads
-    first and zigzagged; the table's tile, early load and L2 hint everywhere; below 16 the table's launch unchanged."""
+    first and zigzagged, with the table's tile, early load and L2 hint; from 8 to 15 the table's grid in 32-row tiles
+    on 4 warps, no early load; below 8 the table's launch unchanged."""
     seen = _caught(monkeypatch, TABLE)
     table = {}
-    for batch in (1, 8, 15, 16, 64):
+    for batch in (1, 4, 7, 8, 15, 16, 64):
         _launch_bf16(batch)
         table[batch] = seen[-1]
     monkeypatch.setattr(devices, "device_name", lambda device: H200)
     for batch, (grid, kw) in table.items():
         _launch_bf16(batch)
         grid_h200, kw_h200 = seen[-1]
-        if batch < 16:
+        if 8 <= batch < 16:
+            assert (kw_h200["BLOCK_M"], kw_h200["num_warps"], grid_h200) == (32, 4, (2, batch, 128)), batch
+            assert not {"EARLY_STATE", "PREFETCH", "HEADS_FIRST"} & set(kw_h200), batch
+            rest = {k: v for k, v in kw_h200.items() if k not in ("BLOCK_M", "num_warps")}
+            assert rest == {k: v for k, v in kw.items() if k not in ("BLOCK_M", "num_warps")}, batch
+            continue
+        if batch < 8:
             assert (grid_h200, kw_h200) == (grid, kw), batch
+            assert bool(kw_h200.get("EARLY_STATE")) == (batch <= 4), batch
             continue
         assert kw_h200.get("HEADS_FIRST") and kw_h200.get("ZIGZAG") and grid_h200 == (4, 128, batch), batch
         rest = {k: v for k, v in kw_h200.items() if k not in ("HEADS_FIRST", "ZIGZAG", "row_axis")}

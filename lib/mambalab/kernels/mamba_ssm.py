@@ -498,14 +498,14 @@ def selective_state_update(
     # a card whose measured shapes differ from the H200's (mamba_ssm_devices): one token, A/dt per head
     card_rules = _override is None and _gpu_rules_on(p.state.device)
     card = ssu_device_rule(p.state.device, p.state.element_size(), tied, one_token) if card_rules else None
-    card_small = card is not None and rh <= card.small_max
+    card_small = card is not None and card.small(rh)
     if card_small:
         cfg = LaunchConfig(min(card.small_rows, triton.next_power_of_2(p.dim)), card.small_warps)
     elif card_rules and (warps := ssu_untied_warps(p.state.device, p.state.element_size(), tied, one_token, rh)):
         cfg = LaunchConfig(cfg.block_m, warps)  # the table's tile on more warps (mamba_ssm_devices)
     # PDL helps the 16-bit state and the larger fp32 launches; fp32 tiles of 4 rows or fewer ran slower with it.
     small_fp32 = p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M
-    early = (early_state_load and EARLY_STATE_LOAD and (card_small or rh <= (
+    early = (early_state_load and EARLY_STATE_LOAD and ((card_small and card.small_early) or rh <= (
         EARLY_STATE_MAX_REQUEST_HEADS if one_token else EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN))
              and (tied or rh <= EARLY_STATE_MAX_UNTIED.get(p.state.element_size(), 0)))
     pdl = use_pdl(p.state.device) and (not small_fp32 or (early and EARLY_STATE_PDL_SMALL_FP32))

@@ -31,7 +31,11 @@ The L2 hint before PDL's wait (``mamba_ssm.PREFETCH_STATE``) starts at 17 x 128 
 (call 191: in the layer it lost at 8-16); on the H100 it stays from the first batch the small part leaves (call 193,
 ``docs/results/issue14-call193-ssu-hint-range-h100.txt``, from 1 against from 17 x 128: the bench at 9 / 16 / 9 -> 16
 1.073 / 1.059 / 1.093 -> 1.093 / 1.073 / 1.149x; the layer, conv then SSU, at 9 / 9 -> 16 1.150 / 1.165 -> 1.139 /
-1.176x, 16 even). Every other card keeps the table. The table is keyed by element size, as
+1.176x, 16 even). From 8 to 15 x 128 request x heads the H200 runs the H100's tile, 32 rows (8 KiB) on 4 warps,
+without the early load (call 197, ``docs/results/issue14-call197-ssu-bf16-floor-shape.txt``, the tile pinned: the
+bench at 8 / fresh 8 / 9 1.060 / 1.063 / 1.047 -> 1.080 / 1.082 / 1.069x, the layer at 8 / 9 1.090 / 1.148 -> 1.112 /
+1.175x; 8 warps or 64 rows slower; at 16 even with the table's tile, which the heads-first grid beats; 10-15 take it
+unmeasured). Every other card keeps the table. The table is keyed by element size, as
 :mod:`.gated_delta_rule_devices`' is: an fp16 state takes the rule unmeasured.
 """
 
@@ -46,8 +50,9 @@ from mambalab.kernels.common import device_name
 
 class SSUDeviceRule(NamedTuple):
     """One token a request, ``A``/``dt`` per head: the heads-first grid from ``heads_first_min`` to
-    ``heads_first_max`` request x heads; up to ``small_max`` request x heads the state read before PDL's wait (under
-    the ``early_state_load`` promise) and tiles of ``small_rows`` rows on ``small_warps`` warps."""
+    ``heads_first_max`` request x heads; from ``small_min`` to ``small_max`` request x heads tiles of ``small_rows``
+    rows on ``small_warps`` warps, with the state read before PDL's wait (under the ``early_state_load`` promise)
+    where ``small_early``."""
 
     heads_first_max: int
     small_max: int
@@ -55,6 +60,12 @@ class SSUDeviceRule(NamedTuple):
     small_warps: int
     heads_first_min: int = 0
     prefetch_min: int | None = None  # the L2 hint from this many request x heads (None: mamba_ssm.PREFETCH_STATE's)
+    small_min: int = 0
+    small_early: bool = True  # False: the table's early-load range stands (mamba_ssm.EARLY_STATE_MAX_REQUEST_HEADS)
+
+    def small(self, request_heads: int) -> bool:
+        """Whether a launch of ``request_heads`` request x heads takes the rule's small tile."""
+        return self.small_min <= request_heads <= self.small_max
 
     def heads_first(self, request_heads: int) -> bool:
         """Whether a launch of ``request_heads`` request x heads walks a slot's heads together."""
@@ -64,7 +75,8 @@ class SSUDeviceRule(NamedTuple):
 # device name (torch.cuda.get_device_name) -> state element size -> rule
 SSU_DEVICE_RULES: dict[str, dict[int, SSUDeviceRule]] = {
     "NVIDIA H100 80GB HBM3": {2: SSUDeviceRule(1 << 30, 8 * 128, 32, 4, prefetch_min=1)},
-    "NVIDIA H200": {2: SSUDeviceRule(1 << 30, 0, 16, 1, heads_first_min=16 * 128)},
+    "NVIDIA H200": {2: SSUDeviceRule(1 << 30, 15 * 128, 32, 4, heads_first_min=16 * 128, small_min=8 * 128,
+                                     small_early=False)},
 }
 
 
