@@ -25,8 +25,9 @@ NVIDIA H200, the same A/B (call 179, ``docs/results/issue14-call179-ssu-bf16-rul
 with the zigzag from batch 16: 16 / 64 / 256 / 512 1.049 / 1.074 / 1.077 / 1.045 -> 1.074 / 1.092 / 1.104 / 1.078x,
 57 -> 64 1.071 -> 1.091x; below 16 it lost (8 / fresh 8 1.094 / 1.091 -> 1.071 / 1.071x), as did the 9 -> 16 of a
 CUDA graph (1.446 -> 1.427x; after a torch kernel 1.335 -> 1.316x) and ``z`` at 64 (1.074 -> 1.067x), which the
-rule takes as the price of 16. The H100's small-batch part lost at 4 / 8 there (1.137 / 1.094 -> 1.110 / 1.065x), so
-the H200 has none. Its recording with the rule (call 180): SSU bf16 at 64-512 90.3-95.2 -> 92.0-98.2% of copy.
+rule takes as the price of 16. The H100's small-batch part (its tile with the state read early) lost at 4 / 8 there
+(1.137 / 1.094 -> 1.110 / 1.065x), so the H200 reads early only where the table does. Its recording with the rule
+(call 180): SSU bf16 at 64-512 90.3-95.2 -> 92.0-98.2% of copy.
 The L2 hint before PDL's wait (``mamba_ssm.PREFETCH_STATE``) starts at 17 x 128 request x heads on the H200
 (call 191: in the layer it lost at 8-16); on the H100 it stays from the first batch the small part leaves (call 193,
 ``docs/results/issue14-call193-ssu-hint-range-h100.txt``, from 1 against from 17 x 128: the bench at 9 / 16 / 9 -> 16
