@@ -121,7 +121,7 @@ class Sweep:
         try:
             for part in [p for p in parts_ if p != "pairs"]:
                 NEIGHBOUR[0] = part.endswith("-nb")
-                out[part] = self.run(part, cases, {v: i for i, v in enumerate(variants)}, setv, make)
+                out[part] = self.run(part, cases, tuple(variants), setv, make)
         finally:
             NEIGHBOUR[0] = False
         return out

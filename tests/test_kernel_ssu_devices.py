@@ -77,8 +77,8 @@ def _launch_bf16(batch, nheads=128, tokens=1, early=True, tied=True, state_dtype
 def test_the_h100_rule_reaches_the_launch(monkeypatch):
     """On the H100, bf16 one token with A/dt per head: heads first and zigzagged at every batch; up to batch 8 (128
     heads) 32 rows on 4 warps with the state read early under the promise, above it the H200's 16 rows on one warp
-    and the L2 hint (the H200's from 17 x 128). The H200 keeps its table; speculative and per-element launches keep
-    theirs."""
+    and the L2 hint (from 1, where the H200's starts at 17 x 128). The H200 keeps its table; speculative and
+    per-element launches keep theirs."""
     seen = _caught(monkeypatch, H100)
     for batch, rows, warps, early in ((1, 32, 4, True), (8, 32, 4, True), (9, 16, 1, False), (16, 16, 1, False),
                                       (17, 16, 1, False), (64, 16, 1, False)):
@@ -87,12 +87,6 @@ def test_the_h100_rule_reaches_the_launch(monkeypatch):
         assert kw["BLOCK_M"] == rows and kw["num_warps"] == warps, batch
         assert kw.get("HEADS_FIRST") and kw.get("ZIGZAG") and grid == (64 // rows, 128, batch), batch
         assert bool(kw.get("EARLY_STATE")) == early and (kw.get("PREFETCH") is None) == early, batch
-    for name in (H200, TABLE):  # the table's hint range: from 17 x 128
-        monkeypatch.setattr(devices, "device_name", lambda device, n=name: n)
-        for batch in (9, 16, 17, 64):
-            _launch_bf16(batch)
-            assert (seen[-1][1].get("PREFETCH") == 2) == (batch >= 17), (name, batch)
-    monkeypatch.setattr(devices, "device_name", lambda device: H100)
     _launch_bf16(8, early=False)  # no promise: the tile, the grid, no early load
     assert seen[-1][1]["BLOCK_M"] == 32 and "EARLY_STATE" not in seen[-1][1] and seen[-1][1].get("HEADS_FIRST")
     for kwargs in (dict(tokens=2), dict(tied=False)):
@@ -114,13 +108,14 @@ def test_the_h100_rule_reaches_the_launch(monkeypatch):
 
 def test_the_h200_rule_reaches_the_launch(monkeypatch):
     """On the H200, bf16 one token with A/dt per head: from batch 16 (128 heads; 9 -> 16 counts its padded rows) heads
-    first and zigzagged, with the table's tile, early load and L2 hint; from 8 to 15 the table's grid in 32-row tiles
-    on 4 warps, no early load; below 8 the table's launch unchanged."""
+    first and zigzagged, with the table's tile, early load and L2 hint (from 17 x 128); from 8 to 15 the table's grid
+    in 32-row tiles on 4 warps, no early load; below 8 the table's launch unchanged."""
     seen = _caught(monkeypatch, TABLE)
     table = {}
-    for batch in (1, 4, 7, 8, 15, 16, 64):
+    for batch in (1, 4, 7, 8, 9, 15, 16, 17, 64):
         _launch_bf16(batch)
         table[batch] = seen[-1]
+        assert (seen[-1][1].get("PREFETCH") == 2) == (batch >= 17), batch  # the table's hint range
     monkeypatch.setattr(devices, "device_name", lambda device: H200)
     for batch, (grid, kw) in table.items():
         _launch_bf16(batch)
