@@ -1,0 +1,339 @@
+"""The GDN packed decode step as a CUDA kernel that stages the state through shared memory with the bulk-copy
+engine (TMA): a study kernel beside the Triton one, for kernel authors (sm_90 and newer, bf16 state).
+
+The same step and arguments as :func:`mambalab.kernels.gated_delta_rule_packed.fused_recurrent_gated_delta_rule_packed_decode`
+(vLLM 0.33's ``fused_recurrent_gated_delta_rule_packed_decode`` in
+``vllm/third_party/flash_linear_attention/ops/fused_recurrent.py``); the source and its design are in
+``cuda/gdn_packed_decode_tma.cu``. Not a mirror of an upstream file: vLLM's decode kernels are Triton.
+
+Why a second kernel: Triton's ``tl`` language picks the register layout and the load path itself; at batch 32-64
+with a bf16 state the Triton kernel leaves some 6% of a plain copy's speed (``docs/benchmarks.md``, issue 14). This
+one owns its shared memory and barriers: one bulk copy a warp (no registers hold bytes in flight), eight lanes a
+row (three shuffle levels, not four), optionally a persistent grid with a ring of buffers (:class:`TmaShape`).
+
+Measured on an H200 beside vLLM 0.33's packed decode and the Triton kernel, A/B interleaved with the agreement gate
+(``docs/results/issue14-call20{0,1}-gdn-tma*.txt``), vLLM's time over ours, bf16 state and activations: it does not
+beat the Triton kernel where that one falls short. Its best shape (32 rows, one warp, plain stores) reads 1.018 /
+1.023x at 32 / 64 requests where Triton's reads 1.091 / 1.055x; as a layer runs it (the conv first) 1.154 / 1.146x
+against 1.223 / 1.187x; the persistent grid 0.90-0.98x. It wins only after a torch kernel that does not trigger PDL,
+at 8-16 requests (1.097-1.148x against 0.972-1.077x), which is not where a model's GDN runs (after the conv, which
+triggers). So :data:`RULES` is empty and the packed decode keeps the Triton kernel; :data:`FORCE` runs this one.
+
+The kernel is built with ``nvcc`` at first use (a few seconds; the cubin is cached under ``~/.cache/mambalab``)
+and launched through the CUDA driver API (``cuLaunchKernelEx``, with programmatic dependent launch where
+:func:`~mambalab.kernels.common.use_pdl` allows it), so it runs inside CUDA graphs as the Triton kernels do. The
+CPU interpreter cannot run it; without a GPU of compute capability 9.0, or without ``nvcc``, :func:`available` says
+why and the Triton kernel runs instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+from mambalab.constants import NULL_BLOCK_ID
+from mambalab.kernels.common import KernelFamily, device_name, guard_for, use_pdl
+from mambalab.lab.bugs import BugConfig, GuardMode
+
+SOURCE = Path(__file__).with_name("cuda") / "gdn_packed_decode_tma.cu"
+K = V = 128  # the kernel's head dims (Qwen3-Next's)
+
+
+class TmaShape(NamedTuple):
+    """A launch shape: value ``rows`` a CTA on ``warps`` warps (each warp ``rows / warps`` rows), the state read
+    before PDL's wait (``early``), the new rows stored through shared memory by one bulk store a warp
+    (``tma_store``), a warp's rows brought in by ``pieces`` bulk copies, each with its own mbarrier. ``persist`` > 0:
+    the persistent kernel instead (one-warp CTAs, as many as fit the GPU, each walking 32-row items with a ring of
+    ``persist`` buffers; the other fields are then 32, 1, True, False, 1)."""
+
+    rows: int = 32
+    warps: int = 1
+    early: bool = True
+    tma_store: bool = True
+    pieces: int = 1
+    persist: int = 0
+
+    @property
+    def entry(self) -> str:
+        if self.persist:
+            return f"gdn_tma_persist_s{self.persist}"
+        return f"gdn_tma_r{self.rows}_w{self.warps}_e{int(self.early)}_s{int(self.tma_store)}_p{self.pieces}"
+
+
+# The shapes the source instantiates (GDN_TMA_ENTRY at its end).
+SHAPES = tuple(TmaShape(*args) for args in (
+    (32, 1, True, False, 1), (32, 1, True, True, 1), (32, 1, True, True, 8), (32, 1, True, False, 8),
+    (64, 2, True, True, 1), (64, 2, True, True, 4), (128, 4, True, True, 1), (128, 8, True, True, 1),
+    (128, 8, True, False, 1), (128, 4, False, True, 1), (32, 1, True, False, 1, 2), (32, 1, True, False, 1, 3)))
+
+# device name -> (fewest, most sequences, shape): where this kernel replaces the Triton one in the packed decode.
+# Empty: on the H200 no shape beat the Triton kernel in the bench or as a layer runs it (calls 199-201).
+RULES: dict[str, tuple[int, int, TmaShape]] = {}
+# An A/B switch: a shape forces this kernel on every call it can take (None: RULES decide).
+FORCE: TmaShape | None = None
+
+
+@functools.lru_cache(maxsize=None)
+def _nvcc() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and (Path(root) / "bin" / "nvcc").is_file():
+            return str(Path(root) / "bin" / "nvcc")
+    return None
+
+
+def available(device: torch.device) -> tuple[bool, str]:
+    """``(True, "")`` where the kernel can run on ``device``, else ``(False, why)``."""
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return False, "the TMA kernel needs a CUDA GPU (the CPU interpreter runs the Triton kernel)"
+    major, minor = torch.cuda.get_device_capability(device)
+    if major < 9:
+        return False, f"the TMA kernel needs compute capability 9.0 or newer, this GPU has {major}.{minor}"
+    if _nvcc() is None:
+        return False, "the TMA kernel is built with nvcc, which is not on PATH, CUDA_HOME or /usr/local/cuda"
+    return True, ""
+
+
+def build(arch: str = "sm_90a") -> Path:
+    """The cubin of :data:`SOURCE` for ``arch``, compiled once and cached by the source's and nvcc's hash."""
+    nvcc = _nvcc()
+    if nvcc is None:
+        raise RuntimeError(available(torch.device("cuda"))[1] if torch.cuda.is_available() else
+                           "the TMA kernel is built with nvcc, which is not on PATH, CUDA_HOME or /usr/local/cuda")
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    digest = hashlib.sha256(SOURCE.read_bytes() + arch.encode() + version.encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("MAMBALAB_CACHE", Path.home() / ".cache" / "mambalab")) / "cuda"
+    out = cache / f"gdn_packed_decode_tma-{arch}-{digest}.cubin"
+    if not out.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        number = arch.removeprefix("sm_")
+        cmd = [nvcc, "-cubin", f"-gencode=arch=compute_{number},code={arch}", "-O3", "-std=c++17", "-o", str(tmp),
+               str(SOURCE)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"nvcc failed to build {SOURCE.name} for {arch}:\n{done.stderr}")
+        tmp.replace(out)
+    return out
+
+
+# -- the CUDA driver API through ctypes -----------------------------------------------------------------------
+
+class _Params(ctypes.Structure):
+    """``GdnTmaParams`` of the source, field for field."""
+
+    _fields_ = [("mixed", ctypes.c_void_p), ("a", ctypes.c_void_p), ("b", ctypes.c_void_p),
+                ("A_log", ctypes.c_void_p), ("dt_bias", ctypes.c_void_p), ("state", ctypes.c_void_p),
+                ("out", ctypes.c_void_p), ("idx", ctypes.c_void_p),
+                ("s_mixed", ctypes.c_longlong), ("s_a", ctypes.c_longlong), ("s_b", ctypes.c_longlong),
+                ("H", ctypes.c_int), ("HV", ctypes.c_int), ("null_block_id", ctypes.c_int),
+                ("use_l2norm", ctypes.c_int),
+                ("scale", ctypes.c_float), ("softplus_beta", ctypes.c_float), ("softplus_threshold", ctypes.c_float)]
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """``CUlaunchAttribute``: an id, then a 64-byte value union whose first member here is the int flag."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_int), ("value", ctypes.c_int), ("rest", ctypes.c_byte * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+
+class _Driver:
+    def __init__(self):
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self.functions: dict[tuple[int, str], ctypes.c_void_p] = {}
+
+    def check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            text = ctypes.c_char_p()
+            self.lib.cuGetErrorString(rc, ctypes.byref(text))
+            raise RuntimeError(f"{what} failed: CUDA error {rc} ({(text.value or b'?').decode()})")
+
+    def function(self, device: torch.device, entry: str) -> ctypes.c_void_p:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        key = (index, entry)
+        if key not in self.functions:
+            with torch.cuda.device(index):
+                self.make_current(index)
+                major, minor = torch.cuda.get_device_capability(index)
+                image = build("sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}").read_bytes()
+                module = ctypes.c_void_p()
+                self.check(self.lib.cuModuleLoadData(ctypes.byref(module), image), "cuModuleLoadData")
+                for shape in SHAPES:
+                    fn = ctypes.c_void_p()
+                    self.check(self.lib.cuModuleGetFunction(ctypes.byref(fn), module, shape.entry.encode()),
+                               f"cuModuleGetFunction({shape.entry})")
+                    smem = shape_smem(shape)
+                    self.check(self.lib.cuFuncSetAttribute(fn, _MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+                               "cuFuncSetAttribute")
+                    self.functions[(index, shape.entry)] = fn
+        return self.functions[key]
+
+    def make_current(self, index: int) -> None:
+        """Torch's context for GPU ``index`` (the device's primary context) current on this thread."""
+        torch.cuda.init()
+        ctx = ctypes.c_void_p()
+        self.check(self.lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+        if not ctx.value:
+            dev = ctypes.c_int()
+            self.check(self.lib.cuDeviceGet(ctypes.byref(dev), index), "cuDeviceGet")
+            self.check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+            self.check(self.lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+    def blocks_per_sm(self, fn, block: int, smem: int) -> int:
+        count = ctypes.c_int()
+        self.check(self.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(count), fn, block, smem),
+                   "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        return count.value
+
+    def launch(self, fn, grid, block: int, smem: int, stream: int, params: _Params, pdl: bool,
+               extra: tuple = ()) -> None:
+        attr = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+        config = _LaunchConfig(grid[0], grid[1], grid[2], block, 1, 1, smem, stream,
+                               ctypes.pointer(attr) if pdl else None, 1 if pdl else 0)
+        values = (params,) + tuple(extra)
+        args = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
+        self.check(self.lib.cuLaunchKernelEx(ctypes.byref(config), fn, args, None), "cuLaunchKernelEx")
+
+
+_driver: _Driver | None = None
+_SM_COUNT: dict[int, int] = {}  # a function -> the CTAs of its persistent grid (resident ones, all SMs)
+
+
+def shape_smem(shape: TmaShape) -> int:
+    """Dynamic shared memory of a launch: the CTA's rows, or the persistent kernel's ring of 32-row buffers."""
+    return shape.persist * 32 * K * 2 if shape.persist else shape.rows * K * 2
+
+
+def _get_driver() -> _Driver:
+    global _driver
+    if _driver is None:
+        _driver = _Driver()
+    return _driver
+
+
+def check_inputs(mixed_qkv, a, b, A_log, dt_bias, initial_state, out, ssm_state_indices) -> None:
+    """What the kernel takes beyond the packed decode's own checks (``ValueError`` naming the argument)."""
+    for name, t, dtype in (("mixed_qkv", mixed_qkv, torch.bfloat16), ("a", a, torch.bfloat16),
+                           ("b", b, torch.bfloat16), ("initial_state", initial_state, torch.bfloat16),
+                           ("out", out, torch.bfloat16), ("A_log", A_log, torch.float32),
+                           ("dt_bias", dt_bias, torch.float32), ("ssm_state_indices", ssm_state_indices, torch.int32)):
+        if t.dtype != dtype:
+            raise ValueError(f"the TMA kernel takes {name} as {dtype}, got {t.dtype}")
+    if tuple(initial_state.shape[-2:]) != (V, K) or not initial_state.is_contiguous():
+        raise ValueError(f"the TMA kernel takes a contiguous [slots, HV, {V}, {K}] state, got "
+                         f"{tuple(initial_state.shape)} with strides {initial_state.stride()}")
+    if mixed_qkv.data_ptr() % 16 or mixed_qkv.stride(0) % 8:
+        raise ValueError("the TMA kernel reads mixed_qkv in 16-byte pieces: its base must be 16-byte aligned and "
+                         f"its row stride a multiple of 8 elements, got stride {mixed_qkv.stride(0)}")
+    if initial_state.data_ptr() % 16:
+        raise ValueError("the TMA kernel's bulk copies need a 16-byte aligned state pool")
+    for name, t in (("a", a), ("b", b)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"the TMA kernel takes {name} with a unit stride along HV, got {t.stride()}")
+    for name, t in (("A_log", A_log), ("dt_bias", dt_bias), ("ssm_state_indices", ssm_state_indices)):
+        if not t.is_contiguous():
+            raise ValueError(f"the TMA kernel takes {name} contiguous")
+
+
+def gdn_packed_decode_tma(
+    mixed_qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor,
+    scale: float, initial_state: torch.Tensor, out: torch.Tensor, ssm_state_indices: torch.Tensor,
+    use_qk_l2norm_in_kernel: bool = False, *, null_block_id: int = NULL_BLOCK_ID, shape: TmaShape = TmaShape(),
+    softplus_beta: float = 1.0, threshold: float = 20.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One decode step of N requests on the TMA kernel, in place on the pool; the packed decode's arguments.
+
+    ``shape`` is one of :data:`SHAPES`. The fixed guard only (a slot at or below ``null_block_id`` is skipped);
+    bf16 state, activations and output, fp32 ``A_log`` / ``dt_bias``, int32 indices. Returns
+    ``(out, initial_state)``."""
+    from mambalab.kernels.gated_delta_rule_packed import _unpack
+
+    ok, why = available(mixed_qkv.device)
+    if not ok:
+        raise RuntimeError(why)
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of gated_delta_rule_tma.SHAPES, got {shape}")
+    q, _, _, _, _ = _unpack(mixed_qkv, a, b, A_log, dt_bias, initial_state, ssm_state_indices)
+    N, H = q.shape[0], q.shape[2]
+    HV = initial_state.shape[1]
+    if not isinstance(out, torch.Tensor) or out.shape != (N, 1, HV, V) or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous [N, 1, HV, V] = [{N}, 1, {HV}, {V}] tensor")
+    check_inputs(mixed_qkv, a, b, A_log, dt_bias, initial_state, out, ssm_state_indices)
+    if N > 65535:
+        raise ValueError(f"the TMA kernel launches a request a grid row, at most 65535, got {N}")
+    if N == 0:
+        return out, initial_state
+    driver = _get_driver()
+    fn = driver.function(mixed_qkv.device, shape.entry)
+    params = _Params(mixed_qkv.data_ptr(), a.data_ptr(), b.data_ptr(), A_log.data_ptr(), dt_bias.data_ptr(),
+                     initial_state.data_ptr(), out.data_ptr(), ssm_state_indices.data_ptr(),
+                     mixed_qkv.stride(0), a.stride(0), b.stride(0), H, HV, int(null_block_id),
+                     int(bool(use_qk_l2norm_in_kernel)), float(scale), float(softplus_beta), float(threshold))
+    stream = torch.cuda.current_stream(mixed_qkv.device).cuda_stream
+    pdl = use_pdl(mixed_qkv.device)
+    if shape.persist:
+        items = N * HV * (V // 32)
+        ctas = _SM_COUNT.get(fn.value)
+        if ctas is None:
+            sms = torch.cuda.get_device_properties(mixed_qkv.device).multi_processor_count
+            ctas = _SM_COUNT[fn.value] = sms * driver.blocks_per_sm(fn, 32, shape_smem(shape))
+        driver.launch(fn, (min(items, ctas), 1, 1), 32, shape_smem(shape), stream, params, pdl,
+                      (ctypes.c_int(items),))
+    else:
+        driver.launch(fn, (V // shape.rows, HV, N), 32 * shape.warps, shape_smem(shape), stream, params, pdl)
+    return out, initial_state
+
+
+def launch_rule(device: torch.device, num_sequences: int) -> TmaShape | None:
+    """The shape the packed decode runs on this kernel for ``num_sequences`` on ``device`` (:data:`FORCE`, else
+    :data:`RULES`), or None (the Triton kernel)."""
+    if FORCE is not None:
+        return FORCE
+    rule = RULES.get(device_name(device) or "")
+    return rule[2] if rule is not None and rule[0] <= num_sequences <= rule[1] else None
+
+
+def routed_shape(mixed_qkv, a, b, A_log, dt_bias, initial_state, out, ssm_state_indices, bugs,
+                 early_state_load: bool) -> TmaShape | None:
+    """The shape the packed decode hands this call to (:func:`launch_rule`), or None where the rule says the Triton
+    kernel, or where this kernel cannot take the call: a pre-fix guard planted (the kernel has the fixed one only),
+    the early state load not promised to an early shape, no GPU / nvcc for it, or inputs it does not take."""
+    device = mixed_qkv.device
+    if device.type != "cuda":
+        return None
+    shape = launch_rule(device, ssm_state_indices.shape[0])
+    if shape is None or (shape.early and not early_state_load) or not isinstance(bugs, (BugConfig, type(None))):
+        return None
+    if guard_for(bugs, KernelFamily.FLA) != GuardMode.NULL:
+        return None
+    if not available(device)[0] or ssm_state_indices.shape[0] > 65535:
+        return None
+    try:
+        check_inputs(mixed_qkv, a, b, A_log, dt_bias, initial_state, out, ssm_state_indices)
+    except ValueError:
+        return None
+    return shape
+
+
+__all__ = ["gdn_packed_decode_tma", "available", "build", "launch_rule", "routed_shape", "TmaShape", "SHAPES", "RULES", "FORCE"]
