@@ -32,11 +32,15 @@ The L2 hint before PDL's wait (``mamba_ssm.PREFETCH_STATE``) starts at 17 x 128 
 (call 191: in the layer it lost at 8-16); on the H100 it stays from the first batch the small part leaves (call 193,
 ``docs/results/issue14-call193-ssu-hint-range-h100.txt``, from 1 against from 17 x 128: the bench at 9 / 16 / 9 -> 16
 1.073 / 1.059 / 1.093 -> 1.093 / 1.073 / 1.149x; the layer, conv then SSU, at 9 / 9 -> 16 1.150 / 1.165 -> 1.139 /
-1.176x, 16 even). From 8 to 15 x 128 request x heads the H200 runs the H100's tile, 32 rows (8 KiB) on 4 warps,
+1.176x, 16 even). From 8 to 16 x 128 request x heads the H200 runs the H100's tile, 32 rows (8 KiB) on 4 warps,
 without the early load (call 197, ``docs/results/issue14-call197-ssu-bf16-floor-shape.txt``, the tile pinned: the
 bench at 8 / fresh 8 / 9 1.060 / 1.063 / 1.047 -> 1.080 / 1.082 / 1.069x, the layer at 8 / 9 1.090 / 1.148 -> 1.112 /
-1.175x; 8 warps or 64 rows slower; at 16 even with the table's tile, which the heads-first grid beats; 10-15 take it
-unmeasured). Every other card keeps the table. The table is keyed by element size, as
+1.175x; 8 warps or 64 rows slower; at 16 even with the table's tile, which the heads-first grid beats). Call 202
+(``docs/results/issue14-call202-ssu-bf16-16.txt``) measured the rest: at 10 / 12 / 15 the tile against the table's
+1.041 / 1.039 / 1.036 -> 1.062 / 1.042 / 1.036x (layer pairs at 12 / 15 1.130 / 1.123 -> 1.139 / 1.127x), and at
+16 x 128 the tile under the heads-first grid, the two rules together: the CUDA graph's 9 -> 16 1.379 -> 1.462x
+(after a torch kernel 1.335 -> 1.393x), a full 16 even (1.057 / 1.054x; layer 1.151 / 1.153x; fresh pools 1.053 /
+1.054x), so the tile runs to 16 x 128. Every other card keeps the table. The table is keyed by element size, as
 :mod:`.gated_delta_rule_devices`' is: an fp16 state takes the rule unmeasured.
 """
 
@@ -76,7 +80,7 @@ class SSUDeviceRule(NamedTuple):
 # device name (torch.cuda.get_device_name) -> state element size -> rule
 SSU_DEVICE_RULES: dict[str, dict[int, SSUDeviceRule]] = {
     "NVIDIA H100 80GB HBM3": {2: SSUDeviceRule(1 << 30, 8 * 128, 32, 4, prefetch_min=1)},
-    "NVIDIA H200": {2: SSUDeviceRule(1 << 30, 15 * 128, 32, 4, heads_first_min=16 * 128, small_min=8 * 128,
+    "NVIDIA H200": {2: SSUDeviceRule(1 << 30, 16 * 128, 32, 4, heads_first_min=16 * 128, small_min=8 * 128,
                                      small_early=False)},
 }
 
