@@ -53,6 +53,10 @@ if has ncu; then
   metrics=$metrics,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio
   metrics=$metrics,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio
   metrics=$metrics,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio
+  metrics=$metrics,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio
+  metrics=$metrics,smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio
+  metrics=$metrics,smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio
+  metrics=$metrics,smsp__inst_executed.sum,sm__ctas_launched.sum
   metrics=$metrics,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct
   # one case a line: kernel state batch impl set-up (the bench's Case keywords)
   cases=${NCU_CASES:-"ssu fp32 64 mambalab act=bf16,z=none,pools=cloned
@@ -66,7 +70,7 @@ conv fp32 64 vllm tokens=4"}
   while read -r k dt b impl su; do
     [ -z "$k" ] && continue
     echo "=== $k $dt $b $impl $su"
-    timeout 60 ncu --clock-control none --kernel-name regex:'_ssu|selective_scan_update|_gdn|fused_recurrent|conv1d' \
+    timeout 60 ncu --clock-control none --kernel-name regex:'_ssu|selective_scan_update|_gdn|gdn_tma|fused_recurrent|conv1d' \
       --launch-skip 1 --launch-count 1 --metrics "$metrics" \
       python3 scripts/profile_kernel.py "$k" "$dt" "$b" "$impl" "$su" < /dev/null 2>&1 | grep -E "__|rror|==PROF"
   done <<< "$cases" > "$out/ncu.txt" 2>&1
