@@ -123,6 +123,20 @@ def test_rules_select_by_card_and_batch(monkeypatch):
     assert tma.launch_rule(dev, 32) is None
 
 
+def test_the_h200_takes_the_one_warp_shape_from_4_to_16(monkeypatch):
+    """The measured rule (calls 206-207): on the H200 one-warp 32-row CTAs with plain stores, read early, from 4 to 16
+    sequences; the Triton kernel below and above, and on every other card."""
+    monkeypatch.setattr(tma, "FORCE", None)
+    dev = torch.device("cuda", 0)
+    monkeypatch.setattr(tma, "device_name", lambda device: "NVIDIA H200")
+    shape = tma.TmaShape(32, 1, True, False, 1)
+    assert [tma.launch_rule(dev, n) for n in (1, 3, 4, 9, 16, 17, 64)] == [None, None] + [shape] * 3 + [None, None]
+    assert shape in tma.SHAPES
+    for name in ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", ""):
+        monkeypatch.setattr(tma, "device_name", lambda device, n=name: n)
+        assert tma.launch_rule(dev, 8) is None, name
+
+
 def test_the_kernel_refuses_a_cpu_tensor_clearly():
     mixed, a, b, A_log, dt_bias, idx, pool = _inputs(780, 3, 0)
     out = torch.empty(3, 1, HV, V, device=DEVICE, dtype=BF16)

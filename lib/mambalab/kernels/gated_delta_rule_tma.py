@@ -1,5 +1,6 @@
 """The GDN packed decode step as a CUDA kernel that stages the state through shared memory with the bulk-copy
-engine (TMA): a study kernel beside the Triton one, for kernel authors (sm_90 and newer, bf16 state).
+engine (TMA), beside the Triton one (sm_90 and newer, bf16 state): the H200's decode kernel from 4 to 16 requests
+(:data:`RULES`), and a kernel for kernel authors to study against the Triton one.
 
 The same step and arguments as :func:`mambalab.kernels.gated_delta_rule_packed.fused_recurrent_gated_delta_rule_packed_decode`
 (vLLM 0.33's ``fused_recurrent_gated_delta_rule_packed_decode`` in
@@ -12,12 +13,15 @@ one owns its shared memory and barriers: one bulk copy a warp (no registers hold
 row (three shuffle levels, not four), optionally a persistent grid with a ring of buffers (:class:`TmaShape`).
 
 Measured on an H200 beside vLLM 0.33's packed decode and the Triton kernel, A/B interleaved with the agreement gate
-(``docs/results/issue14-call20{0,1}-gdn-tma*.txt``), vLLM's time over ours, bf16 state and activations: it does not
-beat the Triton kernel where that one falls short. Its best shape (32 rows, one warp, plain stores) reads 1.018 /
-1.023x at 32 / 64 requests where Triton's reads 1.091 / 1.055x; as a layer runs it (the conv first) 1.154 / 1.146x
-against 1.223 / 1.187x; the persistent grid 0.90-0.98x. It wins only after a torch kernel that does not trigger PDL,
-at 8-16 requests (1.097-1.148x against 0.972-1.077x), which is not where a model's GDN runs (after the conv, which
-triggers). So :data:`RULES` is empty and the packed decode keeps the Triton kernel; :data:`FORCE` runs this one.
+(``docs/results/issue14-call20{5,6,7}-gdn-tma*.txt``), vLLM's time over ours, bf16 state and activations, with
+programmatic dependent launch (calls 199-201 ran it without: the launch attribute was never set, see
+``docs/benchmarks.md``). One-warp CTAs of 32 rows with plain stores are its best shape. From 4 to 16 requests it
+leads the Triton kernel as a layer runs it (the conv first: 4 / 8 / 9 / 12 / 16 1.153 / 1.247 / 1.190 / 1.201 /
+1.298 -> 1.168 / 1.352 / 1.322 / 1.279 / 1.338x) and after a torch kernel that does not trigger PDL (0.935-1.082 ->
+1.002-1.123x); in the bench's back-to-back launches it is mixed there (4 / 12 / 9 -> 16 +4-11%, 8 / 9 / 16 -1 to -9%,
+each of those rows still 1.1x or more: 1.126x at the least, 16 in call 206). From 32 on it is behind (32 / 64 1.069 / 1.045x against 1.095 / 1.053x), and
+the persistent ring behind everywhere. So on the H200 the packed decode runs it from 4 to 16 requests
+(:data:`RULES`); elsewhere the Triton kernel.
 
 The kernel is built with ``nvcc`` at first use (a few seconds; the cubin is cached under ``~/.cache/mambalab``)
 and launched through the CUDA driver API (``cuLaunchKernelEx``, with programmatic dependent launch where
@@ -74,9 +78,9 @@ SHAPES = tuple(TmaShape(*args) for args in (
     (64, 2, True, True, 1), (64, 2, True, True, 4), (128, 4, True, True, 1), (128, 8, True, True, 1),
     (128, 8, True, False, 1), (128, 4, False, True, 1), (32, 1, True, False, 1, 2), (32, 1, True, False, 1, 3)))
 
-# device name -> (fewest, most sequences, shape): where this kernel replaces the Triton one in the packed decode.
-# Empty: on the H200 no shape beat the Triton kernel in the bench or as a layer runs it (calls 199-201).
-RULES: dict[str, tuple[int, int, TmaShape]] = {}
+# device name -> (fewest, most sequences, shape): where this kernel replaces the Triton one in the packed decode (calls
+# 206-207 on the H200, above; no other card measured).
+RULES: dict[str, tuple[int, int, TmaShape]] = {"NVIDIA H200": (4, 16, TmaShape(32, 1, True, False, 1))}
 # An A/B switch: a shape forces this kernel on every call it can take (None: RULES decide).
 FORCE: TmaShape | None = None
 
