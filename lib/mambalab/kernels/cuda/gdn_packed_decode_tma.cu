@@ -1,5 +1,6 @@
 // The GDN (gated delta net) packed decode step with the state staged through shared memory by the bulk-copy
-// engine (TMA's one-dimensional form): a study kernel beside mambalab's Triton one, sm_90 and newer.
+// engine (TMA's one-dimensional form), beside mambalab's Triton one, sm_90 and newer: the H200's bf16 decode from 4
+// to 16 requests (mambalab.kernels.gated_delta_rule_tma.RULES, measured there), and a kernel to study.
 //
 // The same step as vLLM 0.33's fused_recurrent_gated_delta_rule_packed_decode
 // (vllm/third_party/flash_linear_attention/ops/fused_recurrent.py) and mambalab.kernels.gated_delta_rule_packed:
