@@ -63,7 +63,7 @@ def test_tma_kernel_matches_reference(shape, N, null_rows, l2norm):
     def run(*args):
         return tma.gdn_packed_decode_tma(*args, shape=shape)
 
-    _check(700 + N + shape.rows + shape.warps + shape.persist, N, null_rows, run, l2norm)
+    _check(700 + N + shape.rows + shape.warps + shape.persist + shape.pieces, N, null_rows, run, l2norm)
 
 
 @pytest.mark.cuda
@@ -173,9 +173,12 @@ def test_shapes_are_the_sources_entry_points():
     found = re.findall(r"^GDN_TMA_ENTRY\((\d+), (\d+), (\d), (\d), (\d)\)$", text, re.M)
     shapes = {tma.TmaShape(int(r), int(w), e == "1", s == "1", int(n)) for r, w, e, s, n in found}
     shapes |= {tma.TmaShape(tma_store=False, persist=int(s)) for s in re.findall(r"^GDN_TMA_PERSIST_ENTRY\((\d+)\)$", text, re.M)}
+    shapes |= {tma.TmaShape(int(r), int(w), True, s == "1", int(n), 0, int(ep))
+               for r, w, s, n, ep in re.findall(r"^GDN_TMA_ENTRY_EP\((\d+), (\d+), (\d), (\d), (\d)\)$", text, re.M)}
     assert shapes == set(tma.SHAPES) and len(shapes) == len(tma.SHAPES)
     assert all(s.rows // s.warps in (16, 32) for s in tma.SHAPES)  # 4 rows a step, at most 32 a warp
     assert all(s[:5] == (32, 1, True, False, 1) for s in tma.SHAPES if s.persist)  # one-warp, 32-row items
+    assert all(0 < s.early_pieces < s.pieces and s.early for s in tma.SHAPES if s.early_pieces)
 
 
 def test_the_source_builds_with_nvcc(tmp_path, monkeypatch):

@@ -20,8 +20,9 @@ leads the Triton kernel as a layer runs it (the conv first: 4 / 8 / 9 / 12 / 16 
 1.298 -> 1.168 / 1.352 / 1.322 / 1.279 / 1.338x) and after a torch kernel that does not trigger PDL (0.935-1.082 ->
 1.002-1.123x); in the bench's back-to-back launches it is mixed there (4 / 12 / 9 -> 16 +4-11%, 8 / 9 / 16 -1 to -9%,
 each of those rows still 1.1x or more: 1.126x at the least, 16 in call 206). From 32 on it is behind (32 / 64 1.069 / 1.045x against 1.095 / 1.053x), and
-the persistent ring behind everywhere. So on the H200 the packed decode runs it from 4 to 16 requests
-(:data:`RULES`); elsewhere the Triton kernel.
+the persistent ring behind everywhere (as are, as a layer runs them, half a warp's rows read early and fewer CTAs an
+SM: call 209). So on the H200 the packed decode runs it from 4 to 16 requests (:data:`RULES`); elsewhere the Triton
+kernel.
 
 The kernel is built with ``nvcc`` at first use (a few seconds; the cubin is cached under ``~/.cache/mambalab``)
 and launched through the CUDA driver API (``cuLaunchKernelEx``, with programmatic dependent launch where
@@ -64,19 +65,22 @@ class TmaShape(NamedTuple):
     tma_store: bool = True
     pieces: int = 1
     persist: int = 0
+    early_pieces: int = 0  # > 0 (with early): only this many of a warp's pieces before the wait, the rest after
 
     @property
     def entry(self) -> str:
         if self.persist:
             return f"gdn_tma_persist_s{self.persist}"
-        return f"gdn_tma_r{self.rows}_w{self.warps}_e{int(self.early)}_s{int(self.tma_store)}_p{self.pieces}"
+        name = f"gdn_tma_r{self.rows}_w{self.warps}_e{int(self.early)}_s{int(self.tma_store)}_p{self.pieces}"
+        return name + (f"_ep{self.early_pieces}" if self.early_pieces else "")
 
 
 # The shapes the source instantiates (GDN_TMA_ENTRY at its end).
 SHAPES = tuple(TmaShape(*args) for args in (
     (32, 1, True, False, 1), (32, 1, True, True, 1), (32, 1, True, True, 8), (32, 1, True, False, 8),
     (64, 2, True, True, 1), (64, 2, True, True, 4), (128, 4, True, True, 1), (128, 8, True, True, 1),
-    (128, 8, True, False, 1), (128, 4, False, True, 1), (32, 1, True, False, 1, 2), (32, 1, True, False, 1, 3)))
+    (128, 8, True, False, 1), (128, 4, False, True, 1), (32, 1, True, False, 1, 2), (32, 1, True, False, 1, 3),
+    (32, 1, True, False, 2, 0, 1), (32, 1, True, False, 4, 0, 2)))
 
 # device name -> (fewest, most sequences, shape): where this kernel replaces the Triton one in the packed decode (calls
 # 206-207 on the H200, above; no other card measured).

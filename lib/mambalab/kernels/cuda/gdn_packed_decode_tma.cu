@@ -210,8 +210,8 @@ __device__ __forceinline__ void update_rows(const Token& t, unsigned char* chunk
     }
 }
 
-template <int ROWS, int WARPS, bool EARLY, bool TMA_STORE, int PIECES>
-__device__ __forceinline__ void gdn_tma_body(const GdnTmaParams& p) {
+template <int ROWS, int WARPS, bool EARLY, bool TMA_STORE, int PIECES, int EP = PIECES>
+__device__ __forceinline__ void gdn_tma_body(const GdnTmaParams& p) {  // EARLY: the first EP pieces before the wait
     constexpr int ROWS_W = ROWS / WARPS;           // rows a warp
     constexpr u32 PIECE = ROWS_W * K * 2 / PIECES; // bytes a bulk copy (a warp's rows in PIECES copies)
     static_assert(ROWS_W % 4 == 0 && ROWS_W <= 32, "a warp takes 4 rows a step, at most 32 rows");
@@ -231,7 +231,8 @@ __device__ __forceinline__ void gdn_tma_body(const GdnTmaParams& p) {
 #pragma unroll
         for (int i = 0; i < PIECES; ++i) {
             bar_init(bar0 + 8 * i);
-            if (EARLY) bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
+            if (EARLY && i < EP)
+                bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
         }
     }
     __syncwarp();  // the barriers initialised before any lane waits on them
@@ -242,9 +243,9 @@ __device__ __forceinline__ void gdn_tma_body(const GdnTmaParams& p) {
         if (lane < ROWS_W) o_rows[lane] = 0;
         return;
     }
-    if (!EARLY && lane == 0) {
+    if (lane == 0) {
 #pragma unroll
-        for (int i = 0; i < PIECES; ++i)
+        for (int i = EARLY ? EP : 0; i < PIECES; ++i)
             bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
     }
     Token t;
@@ -325,6 +326,16 @@ GDN_TMA_ENTRY(128, 4, 1, 1, 1)
 GDN_TMA_ENTRY(128, 8, 1, 1, 1)
 GDN_TMA_ENTRY(128, 8, 1, 0, 1)
 GDN_TMA_ENTRY(128, 4, 0, 1, 1)
+
+// Only the first EP of a warp's P copies read before the wait, the rest after it.
+#define GDN_TMA_ENTRY_EP(R, W, S, P, EP)                                                            \
+    extern "C" __global__ void __launch_bounds__(W * 32)                                            \
+        gdn_tma_r##R##_w##W##_e1_s##S##_p##P##_ep##EP(const __grid_constant__ GdnTmaParams p) {     \
+        gdn_tma_body<R, W, true, S, P, EP>(p);                                                      \
+    }
+
+GDN_TMA_ENTRY_EP(32, 1, 0, 2, 1)
+GDN_TMA_ENTRY_EP(32, 1, 0, 4, 2)
 
 #define GDN_TMA_PERSIST_ENTRY(S)                                                                    \
     extern "C" __global__ void __launch_bounds__(32)                                                \
