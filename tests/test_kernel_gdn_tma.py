@@ -137,6 +137,24 @@ def test_the_h200_takes_the_one_warp_shape_from_4_to_16(monkeypatch):
         assert tma.launch_rule(dev, 8) is None, name
 
 
+def test_a_kernel_that_cannot_be_built_leaves_the_device_to_triton(monkeypatch):
+    """A build or load failure warns once, names the device and the reason, and routes nothing there afterwards."""
+    calls = []
+
+    class Broken:
+        def function(self, device, entry):
+            calls.append(entry)
+            raise RuntimeError("nvcc failed to build gdn_packed_decode_tma.cu for sm_90a: no such target")
+
+    monkeypatch.setattr(tma, "_get_driver", lambda: Broken())
+    monkeypatch.setattr(tma, "_UNLOADABLE", {})
+    dev = torch.device("cuda", 3)
+    with pytest.warns(RuntimeWarning, match=r"cuda:3.*Triton kernel runs there instead: nvcc failed"):
+        assert not tma.loadable(dev, tma.TmaShape())
+    assert not tma.loadable(dev, tma.TmaShape())  # remembered: no second build, no second warning
+    assert calls == [tma.TmaShape().entry] and 3 in tma._UNLOADABLE
+
+
 def test_the_kernel_refuses_a_cpu_tensor_clearly():
     mixed, a, b, A_log, dt_bias, idx, pool = _inputs(780, 3, 0)
     out = torch.empty(3, 1, HV, V, device=DEVICE, dtype=BF16)

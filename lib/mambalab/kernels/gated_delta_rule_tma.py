@@ -39,6 +39,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -116,8 +117,7 @@ def build(arch: str = "sm_90a") -> Path:
     """The cubin of :data:`SOURCE` for ``arch``, compiled once and cached by the source's and nvcc's hash."""
     nvcc = _nvcc()
     if nvcc is None:
-        raise RuntimeError(available(torch.device("cuda"))[1] if torch.cuda.is_available() else
-                           "the TMA kernel is built with nvcc, which is not on PATH, CUDA_HOME or /usr/local/cuda")
+        raise RuntimeError("the TMA kernel is built with nvcc, which is not on PATH, CUDA_HOME or /usr/local/cuda")
     version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
     digest = hashlib.sha256(SOURCE.read_bytes() + arch.encode() + version.encode()).hexdigest()[:16]
     cache = Path(os.environ.get("MAMBALAB_CACHE", Path.home() / ".cache" / "mambalab")) / "cuda"
@@ -341,7 +341,27 @@ def routed_shape(mixed_qkv, a, b, A_log, dt_bias, initial_state, out, ssm_state_
         check_inputs(mixed_qkv, a, b, A_log, dt_bias, initial_state, out, ssm_state_indices)
     except ValueError:
         return None
-    return shape
+    return shape if loadable(device, shape) else None
 
 
-__all__ = ["gdn_packed_decode_tma", "available", "build", "launch_rule", "routed_shape", "TmaShape", "SHAPES", "RULES", "FORCE"]
+_UNLOADABLE: dict[int, str] = {}  # device index -> why the kernel could not be built or loaded there
+
+
+def loadable(device: torch.device, shape: TmaShape) -> bool:
+    """Whether the kernel is built and loaded on ``device`` (building it at the first call). A failure (an ``nvcc``
+    that cannot target the GPU, a driver that refuses the cubin) is warned about once and the device is left to the
+    Triton kernel from then on, rather than failing every decode step."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index in _UNLOADABLE:
+        return False
+    try:
+        _get_driver().function(device, shape.entry)
+    except (RuntimeError, OSError) as err:
+        _UNLOADABLE[index] = str(err)
+        warnings.warn(f"the GDN's TMA kernel could not be built or loaded on cuda:{index}, so the Triton kernel runs "
+                      f"there instead: {err}", RuntimeWarning, stacklevel=3)
+        return False
+    return True
+
+
+__all__ = ["gdn_packed_decode_tma", "available", "build", "launch_rule", "routed_shape", "loadable", "TmaShape", "SHAPES", "RULES", "FORCE"]
