@@ -1,4 +1,4 @@
-"""Triton decode-state kernels, each with a pure-torch reference beside it.
+"""Triton decode-state kernels (and one CUDA kernel for the GDN decode), each with a pure-torch reference beside it.
 
 The functions are exported at package level, as ``fla.ops.gated_delta_rule``
 does, so a user swapping vLLM's kernel for ours imports the function:
@@ -11,6 +11,7 @@ does, so a user swapping vLLM's kernel for ours imports the function:
 | ``causal_conv1d.py`` / ``causal_conv1d_ref.py`` | ``vllm/model_executor/layers/mamba/ops/causal_conv1d.py`` |
 | ``gated_delta_rule.py`` / ``gated_delta_rule_ref.py`` | ``vllm/third_party/flash_linear_attention/ops/fused_recurrent.py`` |
 | ``gated_delta_rule_packed.py`` | its ``fused_recurrent_gated_delta_rule_packed_decode`` (Qwen3-Next's decode) |
+| ``gated_delta_rule_tma.py`` / ``cuda/gdn_packed_decode_tma.cu`` | (ours) that decode step in CUDA with TMA bulk copies: the H200's from 4 to 16 requests |
 | ``common.py`` | (ours) the guard every kernel shares, one per ``GuardMode`` |
 | ``*_requests.py`` | (ours) the CPU interpreter's one-token launches: every live request in one program |
 | ``testing.py`` | (ours) poison, slot indices and tolerances for proving a kernel correct |
