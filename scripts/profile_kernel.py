@@ -5,9 +5,9 @@
         --metrics gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed,... \
         python scripts/profile_kernel.py ssu bf16 256 [mambalab|vllm] [act=bf16,z=none,pools=cloned]
 
-``mambalab-tma=R,W,E,S,P,N`` (GDN only) runs mambalab's packed decode on the CUDA kernel with TMA in the launch shape
-``gated_delta_rule_tma.TmaShape(R, W, E, S, P, N)`` (rows, warps, early, bulk store, pieces, persistent ring; 0 / 1
-for the flags), as an A/B's ``FORCE`` does.
+``mambalab-tma=R,W,E,S,P,N[,EP]`` (GDN only) runs mambalab's packed decode on the CUDA kernel with TMA in the launch
+shape ``gated_delta_rule_tma.TmaShape(R, W, E, S, P, N, EP)`` (rows, warps, early, bulk store, pieces, persistent
+ring, pieces read early; 0 / 1 for the flags), as an A/B's ``FORCE`` does.
 
 The optional set-up is the bench's (``mambalab.gpu.bench.Case``): activation dtype (``act``, default
 the state's), ``z`` (``z`` / ``none``), ``pools`` (``fresh`` / ``cloned``), ``tokens``; ``captured=16`` launches
@@ -34,8 +34,8 @@ def main() -> int:
     if impl.startswith("mambalab-tma="):
         from mambalab.kernels import gated_delta_rule_tma as tma
 
-        r, w, e, st, pieces, ring = (int(x) for x in impl.partition("=")[2].split(","))
-        tma.FORCE = tma.TmaShape(r, w, bool(e), bool(st), pieces, ring)
+        r, w, e, st, *rest = (int(x) for x in impl.partition("=")[2].split(","))
+        tma.FORCE = tma.TmaShape(r, w, bool(e), bool(st), *rest)
         impl = "mambalab"
     if impl == "vllm":
         bench._vllm_path()

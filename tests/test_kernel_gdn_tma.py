@@ -9,6 +9,7 @@ built with nvcc where nvcc is present.
 
 from __future__ import annotations
 
+import ctypes
 import re
 
 import pytest
@@ -71,16 +72,16 @@ def test_packed_decode_routes_to_the_tma_kernel_where_forced(monkeypatch):
     if not tma.available(torch.device(DEVICE))[0]:
         pytest.skip(tma.available(torch.device(DEVICE))[1])
     calls = []
-    real = tma.gdn_packed_decode_tma
+    real = tma.launch
 
-    def spy(*args, **kw):
-        calls.append(kw["shape"])
-        return real(*args, **kw)
+    def spy(*args):
+        calls.append(args[11])  # the shape
+        return real(*args)
 
     monkeypatch.setattr(tma, "FORCE", tma.TmaShape())
     import mambalab.kernels.gated_delta_rule_packed as packed
 
-    monkeypatch.setattr(packed, "gdn_packed_decode_tma", spy)
+    monkeypatch.setattr(packed, "tma_launch", spy)
 
     def run(*args):
         return fused_recurrent_gated_delta_rule_packed_decode(*args, bugs=BugConfig.fixed(), early_state_load=True)
@@ -110,6 +111,16 @@ def test_routing_refuses_what_the_kernel_does_not_take(monkeypatch):
     monkeypatch.setattr(tma, "FORCE", None)
     monkeypatch.setattr(tma, "RULES", {})
     assert tma.routed_shape(*args, fixed, True) is None  # no rule for this card
+
+
+def test_a_forced_shape_the_source_lacks_is_refused(monkeypatch):
+    monkeypatch.setattr(tma, "FORCE", tma.TmaShape(64, 1, True, False, 1))
+    mixed, a, b, A_log, dt_bias, idx, pool = _inputs(775, 2, 0)
+    out = torch.empty(2, 1, HV, V, device=DEVICE, dtype=BF16)
+    if torch.device(DEVICE).type != "cuda":
+        pytest.skip("the interpreter never routes to the TMA kernel")
+    with pytest.raises(ValueError, match="one of gated_delta_rule_tma.SHAPES"):
+        tma.routed_shape(mixed, a, b, A_log, dt_bias, pool, out, idx, BugConfig.fixed(), True)
 
 
 def test_rules_select_by_card_and_batch(monkeypatch):
@@ -153,6 +164,37 @@ def test_a_kernel_that_cannot_be_built_leaves_the_device_to_triton(monkeypatch):
         assert not tma.loadable(dev, tma.TmaShape())
     assert not tma.loadable(dev, tma.TmaShape())  # remembered: no second build, no second warning
     assert calls == [tma.TmaShape().entry] and 3 in tma._UNLOADABLE
+
+
+def test_the_packed_decode_launches_as_the_checked_entry_does(monkeypatch):
+    """The packed decode, routed, hands the kernel the launch :func:`gdn_packed_decode_tma` makes (grid, block,
+    shared memory, PDL, every parameter) without repeating its checks: both run against a recording driver."""
+    import types
+
+    import mambalab.kernels.gated_delta_rule_packed as packed
+
+    seen = []
+
+    class Recording:
+        def function(self, device, entry):
+            return ctypes.c_void_p(1)
+
+        def launch(self, fn, grid, block, smem, stream, params, pdl, extra=()):
+            seen.append((tuple(grid), block, smem, stream, pdl, tuple(getattr(params, f) for f, _ in params._fields_)))
+
+    monkeypatch.setattr(tma, "_get_driver", lambda: Recording())
+    monkeypatch.setattr(tma, "available", lambda device: (True, ""))
+    monkeypatch.setattr(tma, "use_pdl", lambda device: True)
+    monkeypatch.setattr(tma.torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=7))
+    monkeypatch.setattr(packed, "routed_shape", lambda *args: tma.TmaShape())
+    mixed, a, b, A_log, dt_bias, idx, pool = _inputs(785, 5, 1)
+    out = torch.empty(5, 1, HV, V, device=DEVICE, dtype=BF16)
+    args = (mixed, a, b, A_log, dt_bias, 0.125, pool, out, idx, True)
+    tma.gdn_packed_decode_tma(*args, shape=tma.TmaShape())
+    assert fused_recurrent_gated_delta_rule_packed_decode(*args, bugs=BugConfig.fixed(), early_state_load=True) == (
+        out, pool)
+    assert len(seen) == 2 and seen[0] == seen[1]
+    assert seen[0][:5] == ((V // 32, HV, 5), 32, 32 * K * 2, 7, True) and seen[0][5][-7:-3] == (H, HV, 0, 1)
 
 
 def test_the_kernel_refuses_a_cpu_tensor_clearly():

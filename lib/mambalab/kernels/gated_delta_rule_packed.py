@@ -20,7 +20,7 @@ import torch
 
 from mambalab.constants import NULL_BLOCK_ID
 from mambalab.kernels.gated_delta_rule import _launch
-from mambalab.kernels.gated_delta_rule_tma import gdn_packed_decode_tma, routed_shape
+from mambalab.kernels.gated_delta_rule_tma import launch as tma_launch, routed_shape
 from mambalab.kernels.gated_delta_rule_ref import fused_sigmoid_gating_delta_rule_update_ref
 from mambalab.lab.bugs import BugConfig, GuardMode
 
@@ -101,9 +101,10 @@ def fused_recurrent_gated_delta_rule_packed_decode(
             raise ValueError(f"{name} must be a tensor of shape (HV,) = ({HV},), got {tuple(t.shape)}")
     shape = routed_shape(mixed_qkv, a, b, A_log, dt_bias, initial_state, out, ssm_state_indices,
                          bugs, early_state_load)
-    if shape is not None:  # the CUDA kernel with TMA where its launch rule (or an A/B's FORCE) says so
-        return gdn_packed_decode_tma(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
-                                     use_qk_l2norm_in_kernel, null_block_id=null_block_id, shape=shape)
+    if shape is not None:  # the CUDA kernel with TMA where its launch rule (or an A/B's FORCE) says so; checked above
+        tma_launch(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices,
+                   use_qk_l2norm_in_kernel, null_block_id, shape, q.shape[2])
+        return out, initial_state
     _launch(q, k, v, a3, b3, scale, initial_state, True, None, ssm_state_indices, None, use_qk_l2norm_in_kernel,
             null_block_id, bugs, A_log=A_log.contiguous(), dt_bias=dt_bias.contiguous(),
             early_state_load=early_state_load, out=out, name="fused_recurrent_gated_delta_rule_packed_decode")

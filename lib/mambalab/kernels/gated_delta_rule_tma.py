@@ -290,8 +290,18 @@ def gdn_packed_decode_tma(
     check_inputs(mixed_qkv, a, b, A_log, dt_bias, initial_state, out, ssm_state_indices)
     if N > 65535:
         raise ValueError(f"the TMA kernel launches a request a grid row, at most 65535, got {N}")
+    launch(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel,
+           null_block_id, shape, H, softplus_beta, threshold)
+    return out, initial_state
+
+
+def launch(mixed_qkv, a, b, A_log, dt_bias, scale, initial_state, out, ssm_state_indices, use_qk_l2norm_in_kernel,
+           null_block_id: int, shape: TmaShape, H: int, softplus_beta: float = 1.0, threshold: float = 20.0) -> None:
+    """The launch alone, on inputs already checked (:func:`gdn_packed_decode_tma`'s checks, or the packed decode's
+    own with :func:`routed_shape`'s): ``H`` the key heads of ``mixed_qkv``."""
+    N, HV = ssm_state_indices.shape[0], initial_state.shape[1]
     if N == 0:
-        return out, initial_state
+        return
     driver = _get_driver()
     fn = driver.function(mixed_qkv.device, shape.entry)
     params = _Params(mixed_qkv.data_ptr(), a.data_ptr(), b.data_ptr(), A_log.data_ptr(), dt_bias.data_ptr(),
@@ -310,7 +320,6 @@ def gdn_packed_decode_tma(
                       (ctypes.c_int(items),))
     else:
         driver.launch(fn, (V // shape.rows, HV, N), 32 * shape.warps, shape_smem(shape), stream, params, pdl)
-    return out, initial_state
 
 
 def launch_rule(device: torch.device, num_sequences: int) -> TmaShape | None:
@@ -331,6 +340,8 @@ def routed_shape(mixed_qkv, a, b, A_log, dt_bias, initial_state, out, ssm_state_
     if device.type != "cuda":
         return None
     shape = launch_rule(device, ssm_state_indices.shape[0])
+    if shape is not None and shape not in SHAPES:
+        raise ValueError(f"shape must be one of gated_delta_rule_tma.SHAPES, got {shape}")
     if shape is None or (shape.early and not early_state_load) or not isinstance(bugs, (BugConfig, type(None))):
         return None
     if guard_for(bugs, KernelFamily.FLA) != GuardMode.NULL:
@@ -364,4 +375,5 @@ def loadable(device: torch.device, shape: TmaShape) -> bool:
     return True
 
 
-__all__ = ["gdn_packed_decode_tma", "available", "build", "launch_rule", "routed_shape", "loadable", "TmaShape", "SHAPES", "RULES", "FORCE"]
+__all__ = ["gdn_packed_decode_tma", "launch", "available", "build", "launch_rule", "routed_shape", "loadable",
+           "TmaShape", "SHAPES", "RULES", "FORCE"]
