@@ -93,6 +93,20 @@ def test_window_launch_rule():
     assert rule(300, 64, 3, 4)[0] == 512 and rule(200, 64, 3, 4)[0] == 256 and rule(20, 64, 3, 4)[0] == 32
 
 
+def test_window_wide_block_stops_at_96_on_the_h200(monkeypatch):
+    """As measured on an H200 beside vLLM (calls 213-214): there the wide block runs from 64 to 95 requests only, the
+    narrow one from 96 (PDL mode 1 from 128 stays); another card, and a call without a device, keep the wide block."""
+    gpu, rule = torch.device("cuda", 0), conv_mod.window_launch_config
+    monkeypatch.setattr(conv_mod, "device_name", lambda device: "NVIDIA H200")
+    for batch, block in ((64, 512), (95, 512), (96, 256), (128, 256), (256, 256), (512, 256)):
+        assert rule(4096, batch, 4, 4, gpu) == (block, conv_mod.WINDOW_WARPS), batch
+        assert conv_mod.window_pdl_mode(batch, 4, 4) == (1 if batch >= 128 else conv_mod.WINDOW_PDL_MODE)
+    assert rule(4096, 256, 2, 4, gpu)[0] == 256 and rule(4096, 256, 4, 2, gpu)[0] == 256
+    assert rule(4096, 256, 4, 4)[0] == 512
+    monkeypatch.setattr(conv_mod, "device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    assert rule(4096, 256, 4, 4, gpu)[0] == 512 and rule(4096, 96, 3, 4, gpu)[0] == 512
+
+
 def test_window_pdl_mode_rule():
     """As measured on an H200 beside vLLM: the wide launches (fp32, rows of 3+ tokens) trigger their dependents
     first (mode 1) from 128 requests; at 64, and every other launch, after the state's stores (WINDOW_PDL_MODE)."""
@@ -103,15 +117,19 @@ def test_window_pdl_mode_rule():
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("pdl1_from", [1 << 30, 1], ids=["pdl-mode-2", "pdl-mode-1"])
-def test_wide_window_kernel_equals_general_kernel(pdl1_from, monkeypatch):
+@pytest.mark.parametrize("pdl1_from,block", [(1 << 30, 512), (1, 512), (1, 256)],
+                         ids=["pdl-mode-2", "pdl-mode-1", "narrow-pdl-mode-1"])
+def test_wide_window_kernel_equals_general_kernel(pdl1_from, block, monkeypatch):
     """The wide launch (512 channels a program, masked at 600 channels) against the general kernel: fp32,
     64 speculative rows of 3 tokens, padded rows; the pools bit-identical, the outputs equal up to rounding;
-    with either PDL mode (window_pdl_mode)."""
+    with either PDL mode (window_pdl_mode), and the narrow block under mode 1 (the H200 from 128 requests)."""
     monkeypatch.setattr(conv_mod, "WINDOW_WIDE_PDL1_MIN_BATCH", pdl1_from)
+    monkeypatch.setattr(conv_mod, "WINDOW_WIDE_MAX_BATCH", {} if block == 512 else {"TEST CARD": 0})
+    monkeypatch.setattr(conv_mod, "device_name", lambda device: "TEST CARD")
     gen = torch.Generator().manual_seed(600)
     batch, dim, width, T = 64, 600, 4, 3
-    assert conv_mod.window_launch_config(dim, batch, T, 4)[0] == 512
+    assert conv_mod.window_launch_config(dim, batch, T, 4, torch.device(DEVICE))[0] == block
+    assert conv_mod.window_pdl_mode(batch, T, 4) == (1 if pdl1_from == 1 else conv_mod.WINDOW_PDL_MODE)
     x = torch.randn(batch, dim, T, generator=gen).to(DEVICE)
     state_len = width - 2 + T + 1
     slots = batch + 9

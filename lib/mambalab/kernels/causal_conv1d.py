@@ -6,14 +6,11 @@ behaviour, not copied; the pure-torch twin is :mod:`mambalab.kernels.causal_conv
 
 What the conv state is
 ----------------------
-Each request owns one slot of a pool ``conv_state`` with logical shape
-``(num_slots, dim, state_len)``. Slot ``s`` keeps, per channel, the most
-recent inputs of that channel, oldest first. Physically the pool is stored
-dim-contiguous, ``(num_slots, state_len, dim)`` in memory
-(``conv_state.stride(1) == 1``, as upstream), so one state column of a block
-of channels is one coalesced load. Make such a pool with
-:func:`make_conv_state`; ``stride(0)`` may be larger than ``state_len * dim``
-(page-padded pools) and is honoured.
+Each request owns one slot of a pool ``conv_state`` with logical shape ``(num_slots, dim, state_len)``. Slot ``s``
+keeps, per channel, the most recent inputs of that channel, oldest first. Physically the pool is stored
+dim-contiguous, ``(num_slots, state_len, dim)`` in memory (``conv_state.stride(1) == 1``, as upstream), so one state
+column of a block of channels is one coalesced load. Make such a pool with :func:`make_conv_state`; ``stride(0)`` may
+be larger than ``state_len * dim`` (page-padded pools) and is honoured.
 
 For each new token the kernel convolves the window "last ``width - 1`` inputs + the token" with the channel's
 ``width`` taps::
@@ -25,10 +22,9 @@ to the state dtype on the host), so the state keeps exactly the numbers the outp
 
 Where the history lives (upstream's convention, read off vLLM's kernel)
 ---------------------------------------------------------------------
-Let ``W = width``, ``H = W - 1`` (history length), ``T`` the row's number of
-new tokens. Without speculative decoding only columns ``[0, H)`` matter: they
-hold the last ``H`` inputs; the new state is the last ``H`` of
-``history ++ x``; any further columns are never read or written::
+Let ``W = width``, ``H = W - 1`` (history length), ``T`` the row's number of new tokens. Without speculative decoding
+only columns ``[0, H)`` matter: they hold the last ``H`` inputs; the new state is the last ``H`` of ``history ++ x``;
+any further columns are never read or written::
 
     before   [ h0 h1 h2 | .. ]            W = 4, T = 1
     window    h0 h1 h2 x0         -> out[0]
@@ -64,11 +60,9 @@ never mix lengths, so it does not show there. *(inferred from the kernel's arith
 
 Which rows touch state (the bugs of #35431 and #39064)
 ------------------------------------------------------
-Row ``b`` uses slot ``conv_state_indices[b]`` (column 0 of a 2-D
-``(batch, k)`` table, as upstream). Without indices the pool is a dense batch:
-row ``b`` owns slot ``b`` (row 0 included) and nothing is skipped. Indices are
-filtered by a guard, a ``tl.constexpr`` from
-:func:`mambalab.kernels.common.guard_for` for this kernel's family
+Row ``b`` uses slot ``conv_state_indices[b]`` (column 0 of a 2-D ``(batch, k)`` table, as upstream). Without indices
+the pool is a dense batch: row ``b`` owns slot ``b`` (row 0 included) and nothing is skipped. Indices are filtered by
+a guard, a ``tl.constexpr`` from :func:`mambalab.kernels.common.guard_for` for this kernel's family
 (:class:`~mambalab.lab.bugs.KernelFamily` MAMBA):
 
 * fixed (``GuardMode.EQ_NULL``, as vLLM 0.33, which returns on ``== null_block_id``): the null block is padding. The
@@ -133,7 +127,7 @@ from mambalab.kernels.causal_conv1d_row_kernels import (_causal_conv1d_decode_ro
                                                      _causal_conv1d_window_row_kernel)
 from mambalab.kernels import causal_conv1d_row_kernels
 from mambalab.kernels.causal_conv1d_requests import _causal_conv1d_decode_requests_kernel
-from mambalab.kernels.common import KernelFamily, guard_for, requests_a_program
+from mambalab.kernels.common import KernelFamily, device_name, guard_for, requests_a_program
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _INDEX_DTYPES = (torch.int32, torch.int64)
@@ -221,6 +215,10 @@ WINDOW_PRELOAD_X = True
 WINDOW_WIDE_BLOCK_N = 512
 WINDOW_WIDE_MIN_T = 3
 WINDOW_WIDE_MIN_BATCH = 64
+# By device name: the wide block up to this many requests, the narrow one above (PDL mode unchanged). H200 beside vLLM
+# (issue14-call21{3,4}-conv-wide*.txt): T = 3 / 4 at 128 1.23 / 1.18 -> 1.35 / 1.24x, 256 1.14 / 1.09 -> 1.18 / 1.13x;
+# at 64 behind (T = 3 1.21 -> 1.18x); layer pairs within 0.1% from 128. Other cards keep it (not measured).
+WINDOW_WIDE_MAX_BATCH: dict[str, int] = {"NVIDIA H200": 95}
 # The wide launches from this many requests trigger their dependents first (PDL mode 1; window_pdl_mode). H200
 # beside vLLM, A/B interleaved (docs/results/issue14-call32-ab-prologue.txt, call33-ab-confirm.txt; call 33): T = 4
 # at 128 / 256 / 512 1.16 / 1.08 / 1.08 -> 1.19 / 1.11 / 1.11x, T = 3 1.23 / 1.13 / 1.14 -> 1.24 / 1.15 / 1.16x;
@@ -286,10 +284,12 @@ def _window_wide(batch: int, max_t: int, state_element_size: int) -> bool:
     return state_element_size >= 4 and max_t >= WINDOW_WIDE_MIN_T and batch >= WINDOW_WIDE_MIN_BATCH
 
 
-def window_launch_config(dim: int, batch: int, max_t: int, state_element_size: int) -> tuple[int, int]:
-    """``(BLOCK_N, num_warps)`` of the window kernel on a GPU, by rule: ``WINDOW_BLOCK_N`` channels a program,
-    ``WINDOW_WIDE_BLOCK_N`` for an fp32 state with rows of several tokens at large batches (above)."""
-    wide = _window_wide(batch, max_t, state_element_size)
+def window_launch_config(dim: int, batch: int, max_t: int, state_element_size: int,
+                         device: torch.device | None = None) -> tuple[int, int]:
+    """``(BLOCK_N, num_warps)`` of the window kernel on a GPU: ``WINDOW_BLOCK_N`` channels a program,
+    ``WINDOW_WIDE_BLOCK_N`` for an fp32 state with rows of several tokens from 64 to ``device``'s cap (above)."""
+    cap = WINDOW_WIDE_MAX_BATCH.get((device_name(device) if device is not None else None) or "", 1 << 30)
+    wide = _window_wide(batch, max_t, state_element_size) and batch <= cap
     return max(32, min(WINDOW_WIDE_BLOCK_N if wide else WINDOW_BLOCK_N, triton.next_power_of_2(dim))), WINDOW_WARPS
 
 
@@ -540,7 +540,7 @@ def causal_conv1d_update(
     elif window:
         block_n, num_warps = launch_config(dim, batch, conv_state.dtype, device)
         if device.type == "cuda":
-            block_n, num_warps = window_launch_config(dim, batch, max_t, conv_state.element_size())
+            block_n, num_warps = window_launch_config(dim, batch, max_t, conv_state.element_size(), device)
         pdl = _pdl_opts(batch, device, WINDOW_PDL_MAX_BATCH)
         if pdl:
             pdl["USE_PDL"] = window_pdl_mode(batch, max_t, conv_state.element_size())
