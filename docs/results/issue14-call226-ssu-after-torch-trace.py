@@ -25,17 +25,7 @@ bench._vllm_path()
 
 
 def trace(calls, replays=20):
-    seq = [(lambda i=i, c=c: (bench.torch_neighbour(i), c())) for i, c in enumerate(calls)]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        seq[0]()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for c in seq:
-            c()
+    graph = bench.capture_graph(bench.after_torch(calls))
     for _ in range(5):
         graph.replay()
     torch.cuda.synchronize()

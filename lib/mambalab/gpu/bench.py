@@ -136,10 +136,8 @@ def _num_pools(pool_bytes: int, budget_bytes: int) -> int:
     return int(min(want, cap, 256))
 
 
-def time_graph(calls: list[Callable[[], object]], rep_ms: int | None = None) -> float:
-    """Microseconds per call of a CUDA graph replaying ``calls`` once each."""
-    import triton.testing
-
+def capture_graph(calls: list[Callable[[], object]]) -> torch.cuda.CUDAGraph:
+    """A CUDA graph replaying ``calls`` once each (the first call run once before, on a side stream, to compile)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -150,6 +148,14 @@ def time_graph(calls: list[Callable[[], object]], rep_ms: int | None = None) -> 
     with torch.cuda.graph(graph):
         for c in calls:
             c()
+    return graph
+
+
+def time_graph(calls: list[Callable[[], object]], rep_ms: int | None = None) -> float:
+    """Microseconds per call of a CUDA graph replaying ``calls`` once each."""
+    import triton.testing
+
+    graph = capture_graph(calls)
     rep = rep_ms or BENCH_REP_MS
     ms = triton.testing.do_bench(graph.replay, warmup=max(rep // 4, 5), rep=rep, return_mode="median")
     return ms * 1e3 / len(calls)
@@ -165,10 +171,15 @@ def torch_neighbour(i: int) -> None:
     _torch_bufs[i % 2].mul_(0.5)
 
 
+def after_torch(calls: list[Callable[[], object]]) -> list[Callable[[], object]]:
+    """Each of ``calls`` preceded by :func:`torch_neighbour` (the after-torch harness's sequence)."""
+    return [(lambda i=i, c=c: (torch_neighbour(i), c())) for i, c in enumerate(calls)]
+
+
 def time_graph_after_torch(calls: list[Callable[[], object]], rep_ms: int | None = None) -> float:
     """Microseconds per call when each call follows :func:`torch_neighbour` in the graph, the graph of those torch
     kernels alone subtracted: what a launch costs after a kernel that does not let it start early."""
-    both = time_graph([(lambda i=i, c=c: (torch_neighbour(i), c())) for i, c in enumerate(calls)], rep_ms)
+    both = time_graph(after_torch(calls), rep_ms)
     return both - time_graph([(lambda i=i: torch_neighbour(i)) for i in range(len(calls))], rep_ms)
 
 
