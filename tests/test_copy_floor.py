@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from mambalab.device import DEVICE
-from mambalab.gpu.copy_floor import SLOT_COPY_VARIANTS, SlotCopy, SlotCopyVariant, case_slots, slot_copy_ref
+from mambalab.gpu.copy_floor import (SLOT_COPY_VARIANTS, TOKEN_FLOOR_VARIANTS, SlotCopy, SlotCopyVariant, case_slots,
+                                    slot_copy_ref)
 
 
 def _pool(slots, shape, dtype):
@@ -22,7 +23,10 @@ def test_slot_copy_moves_every_source_to_its_destinations(dtype, tokens):
     src = dst[torch.arange(requests), torch.tensor([0, tokens - 1, tokens // 2])].contiguous()
     base = _pool(slots, shape, dtype)
     want = slot_copy_ref(base.clone(), src, dst)
-    for v in [SlotCopyVariant(32, 1, False), SlotCopyVariant(64, 2, True), SlotCopyVariant(128, 4, False)]:
+    # the token floor's variants too: a store held on the token word, the odd blocks' loads after the wait
+    for v in [SlotCopyVariant(32, 1, False), SlotCopyVariant(64, 2, True), SlotCopyVariant(128, 4, False),
+              SlotCopyVariant(32, 1, True, True), SlotCopyVariant(32, 1, False, True, True),
+              SlotCopyVariant(32, 2, True, False, True)]:
         pool = base.clone()
         got = SlotCopy(src, dst, slots, v)(pool)
         assert got is pool
@@ -46,6 +50,29 @@ def test_the_reference_reads_every_source_before_it_stores():
 def test_variants_cover_blocks_warps_and_pdl():
     assert {v.pdl for v in SLOT_COPY_VARIANTS} == {False, True}
     assert len({(v.block, v.num_warps) for v in SLOT_COPY_VARIANTS}) >= 6
+    assert not any(v.token or v.defer for v in SLOT_COPY_VARIANTS)
+    # the token floor: every variant waits on its token; with PDL the state all before the wait or half after; and
+    # without PDL; over the same blocks and warps
+    assert all(v.token for v in TOKEN_FLOOR_VARIANTS)
+    assert {(v.pdl, v.defer) for v in TOKEN_FLOOR_VARIANTS} == {(False, False), (True, False), (True, True)}
+    assert {(v.block, v.num_warps) for v in TOKEN_FLOOR_VARIANTS} == {(v.block, v.num_warps) for v in SLOT_COPY_VARIANTS}
+    assert len({v.name for v in SLOT_COPY_VARIANTS + TOKEN_FLOOR_VARIANTS}) == len(SLOT_COPY_VARIANTS) + len(
+        TOKEN_FLOOR_VARIANTS)
+
+
+def test_the_token_floor_stores_nothing_before_its_token_word_is_read():
+    slots = 6
+    src = torch.tensor([1, 3], dtype=torch.int32, device=DEVICE)
+    dst = torch.tensor([[4], [5]], dtype=torch.int32, device=DEVICE)
+    base = _pool(slots, (70,), torch.float32)
+    pool = base.clone()
+    op = SlotCopy(src, dst, slots, SlotCopyVariant(32, 1, False, True))
+    op.token.fill_(-1)  # the word the stores are held on, set to the one value that drops them
+    op(pool)
+    assert torch.equal(pool, base)
+    op.token.zero_()
+    op(pool)
+    assert torch.equal(pool[4], base[1]) and torch.equal(pool[5], base[3]) and torch.equal(pool[:4], base[:4])
 
 
 @pytest.mark.parametrize("src, dst, err, words", [

@@ -16,6 +16,14 @@ Two floors, both timed as the bench times a kernel:
   programs; the fastest of :data:`SLOT_COPY_VARIANTS` (block size, warps, and PDL with the loads before the
   wait, as the kernels' early state load does).
 
+A third, the **token floor** (:data:`TOKEN_FLOOR_VARIANTS`): a decode kernel cannot store a byte of new state before
+it has read its token (``x``, ``B``, ``C``, ``dt`` for the SSU; ``q``, ``k``, ``v``, the gates for the GDN), and under
+programmatic dependent launch it may read the token only after PDL's wait, since the kernel before writes it. So the
+slot copy again, each program's stores held until one word it loads after the wait has arrived (``token``): with
+PDL and every state load before the wait, with PDL and the odd blocks' state loads after it (``defer``: bytes move
+while the others wait on their token), and without PDL (every load after the launch, the token beside the state). One
+word a request, far less than a kernel's token: the floor stays a floor.
+
 Not a mirror of an upstream file: a yardstick of this repo's bench (issue 14). Runs on the interpreter too
 (tests/test_copy_floor.py checks it against :func:`slot_copy_ref`).
 """
@@ -32,8 +40,9 @@ import triton.language as tl
 
 
 @triton.jit
-def _slot_copy_kernel(pool_ptr, src_ptr, dst_ptr, slot_elems, s_dst_row,
-                      NDST: tl.constexpr, BLOCK: tl.constexpr, USE_PDL: tl.constexpr):
+def _slot_copy_kernel(pool_ptr, src_ptr, dst_ptr, tok_ptr, slot_elems, s_dst_row, never,
+                      NDST: tl.constexpr, BLOCK: tl.constexpr, USE_PDL: tl.constexpr,
+                      TOKEN: tl.constexpr = False, DEFER: tl.constexpr = False):
     r = tl.program_id(0)
     b = tl.program_id(1)
     if USE_PDL:
@@ -41,10 +50,18 @@ def _slot_copy_kernel(pool_ptr, src_ptr, dst_ptr, slot_elems, s_dst_row,
     src = tl.load(src_ptr + r).to(tl.int64)
     offs = b * BLOCK + tl.arange(0, BLOCK)
     mask = offs < slot_elems
-    vals = tl.load(pool_ptr + src * slot_elems + offs, mask=mask)
+    odd = (offs * 0 + b) % 2  # 1 in an odd block (a tile: the interpreter takes no scalar in a mask)
+    if DEFER:  # the odd blocks read their state after the wait
+        vals = tl.load(pool_ptr + src * slot_elems + offs, mask=mask & (odd == 0))
+    else:
+        vals = tl.load(pool_ptr + src * slot_elems + offs, mask=mask)
     if USE_PDL:
         # the loads above ran before the previous launch finished: only where it writes nothing this one reads
         tl.extra.cuda.gdc_wait()
+    if DEFER:
+        vals = tl.where(odd == 1, tl.load(pool_ptr + src * slot_elems + offs, mask=mask & (odd == 1)), vals)
+    if TOKEN:  # the stores wait on a word read after the wait, as a kernel's wait on its token
+        mask = mask & ((offs * 0 + tl.load(tok_ptr + r)) != never)
     for t in tl.static_range(NDST):
         dst = tl.load(dst_ptr + r * s_dst_row + t).to(tl.int64)
         tl.store(pool_ptr + dst * slot_elems + offs, vals, mask=mask)
@@ -64,9 +81,18 @@ class SlotCopyVariant:
     block: int  # elements a program moves
     num_warps: int
     pdl: bool  # programmatic dependent launch, the loads before the wait (GPU, sm_90+)
+    token: bool = False  # the stores wait on a word read after the wait (the token floor)
+    defer: bool = False  # the odd blocks' state read after the wait
+
+    @property
+    def name(self) -> str:
+        return (f"block {self.block}, {self.num_warps} warps" + (", PDL" if self.pdl else "")
+                + (", token" if self.token else "") + (", odd blocks after the wait" if self.defer else ""))
 
 
 SLOT_COPY_VARIANTS = [SlotCopyVariant(b, w, p) for b in (2048, 4096, 8192) for w in (4, 8) for p in (False, True)]
+TOKEN_FLOOR_VARIANTS = [SlotCopyVariant(b, w, p, True, d) for b in (2048, 4096, 8192) for w in (4, 8)
+                        for p, d in ((False, False), (True, False), (True, True))]
 
 
 class SlotCopy:
@@ -89,6 +115,7 @@ class SlotCopy:
         self.src, self.dst = src.contiguous(), dst.contiguous()
         self.slots = slots
         self.variant = variant or SlotCopyVariant(4096, 4, False)
+        self.token = torch.zeros_like(self.src)  # one word a request, never equal to -1: no store is dropped
 
     def __call__(self, pool: torch.Tensor) -> torch.Tensor:
         if pool.shape[0] != self.slots or not pool.is_contiguous():
@@ -101,9 +128,9 @@ class SlotCopy:
         pdl = v.pdl and pool.is_cuda and torch.cuda.get_device_capability(pool.device)[0] >= 9
         grid = (self.src.shape[0], triton.cdiv(slot_elems, v.block))
         if grid[0]:
-            _slot_copy_kernel[grid](pool, self.src, self.dst, slot_elems, self.dst.stride(0),
-                                    NDST=self.dst.shape[1], BLOCK=v.block, USE_PDL=pdl, num_warps=v.num_warps,
-                                    **({"launch_pdl": True} if pdl else {}))
+            _slot_copy_kernel[grid](pool, self.src, self.dst, self.token, slot_elems, self.dst.stride(0), -1,
+                                    NDST=self.dst.shape[1], BLOCK=v.block, USE_PDL=pdl, TOKEN=v.token,
+                                    DEFER=v.defer, num_warps=v.num_warps, **({"launch_pdl": True} if pdl else {}))
         return pool
 
 
@@ -120,9 +147,11 @@ def case_slots(case) -> tuple[torch.Tensor, torch.Tensor]:
     return src, case.idx.contiguous()
 
 
-def floor_times(case, budget: int, variants=None) -> dict:
+def floor_times(case, budget: int, variants=None, token: bool = False) -> dict:
     """µs a call of each floor on ``case`` (timed as the bench times kernels): ``copy`` (torch ``copy_`` of
-    half the row's bytes), ``slot`` (the fastest slot-copy variant, its name in ``slot_variant``; SSU and GDN)."""
+    half the row's bytes), ``slot`` (the fastest slot-copy variant, its name in ``slot_variant``; SSU and GDN);
+    with ``token`` also ``token`` (the fastest of :data:`TOKEN_FLOOR_VARIANTS`, its name in ``token_variant``).
+    ``times``: every variant's µs by name."""
     from mambalab.gpu import bench
 
     n = case.nbytes // 2 // 4
@@ -134,17 +163,20 @@ def floor_times(case, budget: int, variants=None) -> dict:
     if case.kernel in ("ssu", "gdn"):
         src, dst = case_slots(case)
         pools = case.make_pools(bench._num_pools(case.pool_bytes, budget))
-        best = None
-        for v in variants or SLOT_COPY_VARIANTS:
-            op = SlotCopy(src, dst, case.slots, v)
-            us = bench.time_graph([(lambda p=p: op(p)) for p in pools])
-            if best is None or us < best[0]:
-                best = (us, v)
+        times = {}
+        for key, group in (("slot", variants or SLOT_COPY_VARIANTS), ("token", TOKEN_FLOOR_VARIANTS if token else [])):
+            best = None
+            for v in group:
+                op = SlotCopy(src, dst, case.slots, v)
+                us = times[v.name] = bench.time_graph([(lambda p=p: op(p)) for p in pools])
+                if best is None or us < best[0]:
+                    best = (us, v)
+            if best is not None:
+                out[key], out[f"{key}_variant"] = best[0], best[1].name
+        out["times"] = times
         del pools
-        out["slot"], out["slot_variant"] = best[0], f"block {best[1].block}, {best[1].num_warps} warps" + (
-            ", PDL" if best[1].pdl else "")
     torch.cuda.empty_cache()
     return out
 
 
-__all__ = ["SlotCopy", "SlotCopyVariant", "SLOT_COPY_VARIANTS", "slot_copy_ref", "case_slots", "floor_times"]
+__all__ = ["SlotCopy", "SlotCopyVariant", "SLOT_COPY_VARIANTS", "TOKEN_FLOOR_VARIANTS", "slot_copy_ref", "case_slots", "floor_times"]
