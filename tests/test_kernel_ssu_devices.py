@@ -185,9 +185,9 @@ def test_a_forced_rule_gives_the_reference(monkeypatch, batch, live):
     assert_untouched(case.state, state, touched_slots(idx))
 
 
-def _h100_against_table(monkeypatch, seed, batch, live, tied, state_dtype, taken, **kwargs):
-    """A step of Nemotron-H's head (bf16 activations, z=None, padded rows as a CUDA graph pads) launched as on the H100
-    and as on a card without a rule: ``taken(launch)`` tells the H100's launch from the table's; the slots the table
+def _h100_against_table(monkeypatch, seed, batch, live, tied, state_dtype, taken, card=H100, **kwargs):
+    """A step of Nemotron-H's head (bf16 activations, z=None, padded rows as a CUDA graph pads) launched as on
+    ``card`` and as on a card without a rule: ``taken(launch)`` tells the card's launch from the table's; the slots the table
     writes (an element's update is a thread's own; the outputs' sums over dstate may round otherwise across warps), the
     reference's outputs and slots, untouched slots bit-identical."""
     seen = spy_launches(monkeypatch, ssu)
@@ -195,13 +195,13 @@ def _h100_against_table(monkeypatch, seed, batch, live, tied, state_dtype, taken
                      dtypes=(state_dtype, torch.bfloat16), has_z=False)
     idx = random_slot_indices(batch, batch + 8, num_null_rows=batch - live, generator=gen(seed + 1)).to(DEVICE)
     results = []
-    for name in (H100, TABLE):
+    for name in (card, TABLE):
         monkeypatch.setattr(devices, "device_name", lambda device, n=name: n)
         state = same_layout_copy(case.state)
         out = poison_(torch.empty_like(case.kwargs["x"]))
         selective_state_update(state, out=out, state_batch_indices=idx, **kwargs, **case.kwargs)
         results.append((state, out))
-        assert taken(seen[-1]) == (name == H100), name
+        assert taken(seen[-1]) == (name == card), name
     (state, out), (state_table, out_table) = results
     assert torch.equal(state, state_table)
     torch.testing.assert_close(out, out_table, rtol=1e-2, atol=1e-2)
@@ -224,3 +224,41 @@ def test_h100_rule_on_a_gpu(monkeypatch, batch, live):
     given, as mamba_mixer2 gives it)."""
     _h100_against_table(monkeypatch, 150 + batch, batch, live, True, torch.bfloat16,
                         lambda launch: bool(launch.get("HEADS_FIRST")), early_state_load=True)
+
+
+def test_the_h200_early_half_rule_reaches_the_launch(monkeypatch):
+    """On the H200, an fp32 state, one token, A/dt per head, under the early-load promise: from 5 to 8 x 128 request x
+    heads the even row blocks read their state before PDL's wait and the odd ones after it (EARLY_HALF, with
+    EARLY_STATE), on the table's tile; not at 4 (the table's early load, every block), from 9, for a bf16 state, several
+    tokens, A/dt per element, without the promise, on other cards."""
+    cuda = torch.device("cuda", 0)
+    assert not devices.ssu_early_half(torch.device("cpu"), 4, True, True, 8 * 128)
+    monkeypatch.setattr(devices, "device_name", lambda device: H200)
+    assert [devices.ssu_early_half(cuda, 4, True, True, rh) for rh in (4 * 128, 5 * 128, 8 * 128, 8 * 128 + 1)] == [
+        False, True, True, False]
+    assert not any(devices.ssu_early_half(cuda, *args, 8 * 128) for args in ((2, True, True), (4, False, True),
+                                                                               (4, True, False)))
+    seen = _caught(monkeypatch, H200)
+    fp32 = dict(state_dtype=torch.float32)
+    for batch, early, half in ((4, True, False), (5, True, True), (8, True, True), (9, False, False)):
+        _launch_bf16(batch, **fp32)
+        kw = seen[-1][1]
+        assert (bool(kw.get("EARLY_STATE")), bool(kw.get("EARLY_HALF"))) == (early, half), batch
+        assert kw.get("USE_PDL") and kw["BLOCK_M"] == (8 if batch <= 8 else 16), batch
+    _launch_bf16(8, early=False, **fp32)
+    assert not {"EARLY_STATE", "EARLY_HALF"} & set(seen[-1][1])
+    for kwargs in (dict(tokens=2, **fp32), dict(tied=False, **fp32), {}):
+        _launch_bf16(8, **kwargs)
+        assert "EARLY_HALF" not in seen[-1][1], kwargs
+    monkeypatch.setattr(devices, "device_name", lambda device: TABLE)
+    _launch_bf16(8, **fp32)
+    assert not {"EARLY_STATE", "EARLY_HALF"} & set(seen[-1][1])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch,live", [(8, 8), (6, 5)])
+def test_h200_early_half_on_a_gpu(monkeypatch, batch, live):
+    """The H200's early-half rule for an fp32 state forced on whatever GPU runs this (the promise given): the same
+    slots as the table's launch, the reference's outputs and slots, padded rows and untouched slots as they were."""
+    _h100_against_table(monkeypatch, 170 + batch, batch, live, True, torch.float32,
+                        lambda launch: bool(launch.get("EARLY_HALF")), card=H200, early_state_load=True)

@@ -64,7 +64,7 @@ from mambalab.device import INTERPRET
 from mambalab.kernels.common import (KernelFamily, guard_for, is_live_slot, prefetch_rows_l2, requests_a_program,
                                      use_pdl)
 from mambalab.kernels import mamba_ssm_kernels
-from mambalab.kernels.mamba_ssm_devices import ssu_device_rule, ssu_untied_warps
+from mambalab.kernels.mamba_ssm_devices import ssu_device_rule, ssu_early_half, ssu_untied_warps
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
 from mambalab.kernels.mamba_ssm_spec import _ssu_spec_tokens
@@ -112,6 +112,7 @@ def _ssu_kernel(
     BLOCK_N: tl.constexpr,  # next_power_of_2(dstate): the whole state row
     USE_PDL: tl.constexpr = False,  # programmatic dependent launch (GPU, sm_90+; off on the interpreter)
     EARLY_STATE: tl.constexpr = False,  # under PDL: indices and state read before the wait (see below)
+    EARLY_HALF: tl.constexpr = False,  # with EARLY_STATE, a GPU only: the odd row blocks' state after the wait
     PREFETCH: tl.constexpr = 0,  # under PDL, one token: an L2 hint for the state tile before the wait (2: evict_last)
     EARLY_DST: tl.constexpr = False,  # several tokens: each store's slot loaded with the token's inputs
     HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, requests): a slot's heads run together
@@ -184,8 +185,10 @@ def _ssu_kernel(
 
     tile = offs_m[:, None] * s_state_dim + offs_n[None, :] * s_state_n
     head_state_ptr = state_ptr + pid_h * s_state_head
-    state = tl.load(head_state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=0.0)
-    state = state.to(tl.float32)
+    if EARLY_HALF:  # the even row blocks now, the odd ones after the wait (mamba_ssm_devices.SSU_EARLY_HALF)
+        state = tl.load(head_state_ptr + src_slot * s_state_slot + tile, mask=mask_mn & (pid_m % 2 == 0), other=0.0)
+    else:
+        state = tl.load(head_state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=0.0).to(tl.float32)
 
     # -- per-head parameters (constant over the tokens) ------------------------
     group = pid_h // (HPG if HPG else heads_per_group)  # HPG: a shift, not a runtime division
@@ -217,6 +220,10 @@ def _ssu_kernel(
     if USE_PDL:
         if EARLY_STATE:  # the parameters went out with the state (call 73: A per element, batch 1 0.91 -> 1.23x)
             tl.extra.cuda.gdc_wait()
+    if EARLY_HALF:
+        if pid_m % 2 == 1:
+            state = tl.load(head_state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=0.0)
+        state = state.to(tl.float32)
     if HAS_Z:
         z_ptrs = z_ptr + bos * s_z_tok + pid_h * s_z_head + offs_m * s_z_dim
     else:
@@ -505,7 +512,8 @@ def selective_state_update(
         cfg = LaunchConfig(cfg.block_m, warps)  # the table's tile on more warps (mamba_ssm_devices)
     # PDL helps the 16-bit state and the larger fp32 launches; fp32 tiles of 4 rows or fewer ran slower with it.
     small_fp32 = p.state.element_size() >= 4 and cfg.block_m <= PDL_FP32_NO_PDL_BLOCK_M
-    early = (early_state_load and EARLY_STATE_LOAD and ((card_small and card.small_early) or rh <= (
+    half = card_rules and ssu_early_half(p.state.device, p.state.element_size(), tied, one_token, rh)
+    early = (early_state_load and EARLY_STATE_LOAD and ((card_small and card.small_early) or half or rh <= (
         EARLY_STATE_MAX_REQUEST_HEADS if one_token else EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN))
              and (tied or rh <= EARLY_STATE_MAX_UNTIED.get(p.state.element_size(), 0)))
     pdl = use_pdl(p.state.device) and (not small_fp32 or (early and EARLY_STATE_PDL_SMALL_FP32))
@@ -545,6 +553,7 @@ def selective_state_update(
     if (pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx and hint
             and hint[1] <= rh <= hint[2]):
         launch_opts["PREFETCH"] = hint[0]
+    launch_opts.update({"EARLY_HALF": True} if half and early and pdl and kernel is _ssu_kernel else {})
     if rh <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True
     if kernel is _ssu_kernel and _override is None:  # the unrolled speculative step, the register cap

@@ -105,6 +105,32 @@ def ssu_untied_warps(device: torch.device, state_element_size: int, tied: bool, 
     return rule[1] if rule is not None and request_heads >= rule[0] else None
 
 
+# One token, A/dt per head, under the layer's early_state_load: the state read before PDL's wait by the even row blocks
+# only, the odd ones reading theirs after it (``EARLY_HALF``), so state bytes move while the even blocks wait on their
+# token. Call 228's token floor (a slot copy whose stores wait on a word read after the wait) found that shape the
+# fastest copy at nearly every missed row, and no slower than a copy without a token. Device name -> state element
+# size -> (fewest, most request x heads). NVIDIA H200, fp32 state, beside vLLM 0.33 (call 230,
+# docs/results/issue14-call230-half-early-range.txt; vLLM's time over ours, the table's 8 rows on 2 warps, bench /
+# after a torch kernel / as a layer runs it, the conv first): batch 5 1.045 -> 1.113x / 0.980 -> 0.978x / -, 6 1.037 ->
+# 1.092x / 0.998x both / 1.107 -> 1.138x, 8 1.037 -> 1.087x / 0.994 -> 1.000x / 1.096 -> 1.132x, with z at 8 1.071 ->
+# 1.112x / 1.036 -> 1.033x, fp32 activations at 8 1.058 -> 1.096x / 1.005 -> 1.006x. Not at 4 (call 229: the bench
+# +4.5%, after a torch kernel -1.2%, the layer -0.6%), from 9 (16-row tiles: the bench +1-2%, after a torch kernel
+# -0.8 to -3%), for a bf16 state (8-16: after a torch kernel -7 to -14%), nor several tokens (fp32 T = 2-4 at 8:
+# +0.1-1%, after a torch kernel -0.3-0.5%). No other card measured.
+SSU_EARLY_HALF: dict[str, dict[int, tuple[int, int]]] = {"NVIDIA H200": {4: (5 * 128, 8 * 128)}}
+
+
+def ssu_early_half(device: torch.device, state_element_size: int, tied: bool, one_token: bool,
+                   request_heads: int) -> bool:
+    """Whether a launch on ``device`` reads the odd row blocks' state after PDL's wait (:data:`SSU_EARLY_HALF`);
+    the launch then reads the rest before it under the layer's ``early_state_load`` promise, whatever the table's
+    early range."""
+    if not (tied and one_token):
+        return False
+    span = SSU_EARLY_HALF.get(device_name(device) or "", {}).get(state_element_size)
+    return span is not None and span[0] <= request_heads <= span[1]
+
+
 def ssu_device_rule(device: torch.device, state_element_size: int, tied: bool, one_token: bool) -> SSUDeviceRule | None:
     """The rule for a launch on ``device`` or None (the H200's table applies): one token, ``A``/``dt`` per head."""
     if not (tied and one_token):
