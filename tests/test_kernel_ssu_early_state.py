@@ -114,6 +114,7 @@ def test_the_switch_reaches_the_kernel_only_under_pdl(monkeypatch, state_dtype, 
     if DEVICE.type != "cuda" and state_dtype != torch.float32:
         pytest.skip("bf16 runs on the GPU only")
     seen = spy_launches(monkeypatch, ssu)
+    monkeypatch.setattr(devices, "SSU_EARLY_HALF", {})  # the table's range (the H200 reads early at 5-8 x 128 fp32)
     case = make_case(5, rows=rows, nheads=nheads, dim=16, dstate=16, slots=rows + 1, tied=tied,
                      dtypes=(state_dtype, state_dtype))
     idx = torch.arange(1, rows + 1, dtype=torch.int32, device=DEVICE)
