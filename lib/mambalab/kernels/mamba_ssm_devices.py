@@ -4,8 +4,9 @@ GPU's name, where one card measured other shapes than the H200.
 :mod:`.mamba_ssm`'s table was measured on an H200. vLLM keys its tuned SSU configs by device name the same way
 (``vllm/model_executor/layers/mamba/ops/configs/selective_state_update/...,device_name=NVIDIA_H100_80GB_HBM3,...json``
 in 0.33); :mod:`.gated_delta_rule_devices` holds the GDN's. These rules cover one token a request with ``A``/``dt``
-per head (``mamba_mixer2``'s decode call) and a 16-bit state, and (:data:`SSU_UNTIED_DEVICE_WARPS`) ``A``/``dt`` per
-element with an fp32 state. Not a mirror of an upstream file.
+per head (``mamba_mixer2``'s decode call) and a 16-bit state, (:data:`SSU_UNTIED_DEVICE_WARPS`) ``A``/``dt`` per
+element with an fp32 state, and (:data:`SSU_EARLY_HALF`) which row blocks of an fp32 state read it before PDL's wait.
+Not a mirror of an upstream file.
 
 NVIDIA H100 80GB HBM3, bf16 state and activations, A/B interleaved beside vLLM 0.33 with the agreement gate
 (``docs/results/issue14-call17{2,3}-*.{py,txt}``; docs/benchmarks.md, "Calls 171-176"), vLLM's time over ours, in
@@ -108,14 +109,14 @@ def ssu_untied_warps(device: torch.device, state_element_size: int, tied: bool, 
 # One token, A/dt per head, under the layer's early_state_load: the state read before PDL's wait by the even row blocks
 # only, the odd ones reading theirs after it (``EARLY_HALF``), so state bytes move while the even blocks wait on their
 # token. Call 228's token floor (a slot copy whose stores wait on a word read after the wait) found that shape the
-# fastest copy at nearly every missed row, and no slower than a copy without a token. Device name -> state element
+# fastest copy in 23 of the 28 rows it timed, and no slower than a copy without a token. Device name -> state element
 # size -> (fewest, most request x heads). NVIDIA H200, fp32 state, beside vLLM 0.33 (call 230,
 # docs/results/issue14-call230-half-early-range.txt; vLLM's time over ours, the table's 8 rows on 2 warps, bench /
 # after a torch kernel / as a layer runs it, the conv first): batch 5 1.045 -> 1.113x / 0.980 -> 0.978x / -, 6 1.037 ->
 # 1.092x / 0.998x both / 1.107 -> 1.138x, 8 1.037 -> 1.087x / 0.994 -> 1.000x / 1.096 -> 1.132x, with z at 8 1.071 ->
 # 1.112x / 1.036 -> 1.033x, fp32 activations at 8 1.058 -> 1.096x / 1.005 -> 1.006x. Not at 4 (call 229: the bench
-# +4.5%, after a torch kernel -1.2%, the layer -0.6%), from 9 (16-row tiles: the bench +1-2%, after a torch kernel
-# -0.8 to -3%), for a bf16 state (8-16: after a torch kernel -7 to -14%), nor several tokens (fp32 T = 2-4 at 8:
+# +4.5%, after a torch kernel -1.4%, the layer -0.6%), from 9 (16-row tiles: the bench +1-2%, after a torch kernel
+# -0.8 to -3%), for a bf16 state (4-16: after a torch kernel -5 to -14%), nor several tokens (fp32 T = 2-4 at 8:
 # +0.1-1%, after a torch kernel -0.3-0.5%). No other card measured.
 SSU_EARLY_HALF: dict[str, dict[int, tuple[int, int]]] = {"NVIDIA H200": {4: (5 * 128, 8 * 128)}}
 
