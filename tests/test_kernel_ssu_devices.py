@@ -185,7 +185,7 @@ def test_a_forced_rule_gives_the_reference(monkeypatch, batch, live):
     assert_untouched(case.state, state, touched_slots(idx))
 
 
-def _h100_against_table(monkeypatch, seed, batch, live, tied, state_dtype, taken, card=H100, **kwargs):
+def _card_against_table(monkeypatch, seed, batch, live, tied, state_dtype, taken, card=H100, **kwargs):
     """A step of Nemotron-H's head (bf16 activations, z=None, padded rows as a CUDA graph pads) launched as on
     ``card`` and as on a card without a rule: ``taken(launch)`` tells the card's launch from the table's; the slots the table
     writes (an element's update is a thread's own; the outputs' sums over dstate may round otherwise across warps), the
@@ -213,7 +213,7 @@ def _h100_against_table(monkeypatch, seed, batch, live, tied, state_dtype, taken
 @pytest.mark.parametrize("batch,live", [(8, 8), (16, 9)])
 def test_h100_untied_warps_on_a_gpu(monkeypatch, batch, live):
     """The H100's 2 warps for A/dt per element and an fp32 state, forced on whatever GPU runs this."""
-    _h100_against_table(monkeypatch, 160 + batch, batch, live, False, torch.float32,
+    _card_against_table(monkeypatch, 160 + batch, batch, live, False, torch.float32,
                         lambda launch: launch["num_warps"] == 2)
 
 
@@ -222,7 +222,7 @@ def test_h100_untied_warps_on_a_gpu(monkeypatch, batch, live):
 def test_h100_rule_on_a_gpu(monkeypatch, batch, live):
     """The H100's rule for a bf16 state, A/dt per head, forced on whatever GPU runs this (the early-load promise
     given, as mamba_mixer2 gives it)."""
-    _h100_against_table(monkeypatch, 150 + batch, batch, live, True, torch.bfloat16,
+    _card_against_table(monkeypatch, 150 + batch, batch, live, True, torch.bfloat16,
                         lambda launch: bool(launch.get("HEADS_FIRST")), early_state_load=True)
 
 
@@ -260,5 +260,5 @@ def test_the_h200_early_half_rule_reaches_the_launch(monkeypatch):
 def test_h200_early_half_on_a_gpu(monkeypatch, batch, live):
     """The H200's early-half rule for an fp32 state forced on whatever GPU runs this (the promise given): the same
     slots as the table's launch, the reference's outputs and slots, padded rows and untouched slots as they were."""
-    _h100_against_table(monkeypatch, 170 + batch, batch, live, True, torch.float32,
+    _card_against_table(monkeypatch, 170 + batch, batch, live, True, torch.float32,
                         lambda launch: bool(launch.get("EARLY_HALF")), card=H200, early_state_load=True)

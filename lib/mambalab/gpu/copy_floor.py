@@ -50,8 +50,8 @@ def _slot_copy_kernel(pool_ptr, src_ptr, dst_ptr, tok_ptr, slot_elems, s_dst_row
     src = tl.load(src_ptr + r).to(tl.int64)
     offs = b * BLOCK + tl.arange(0, BLOCK)
     mask = offs < slot_elems
-    odd = (offs * 0 + b) % 2  # 1 in an odd block (a tile: the interpreter takes no scalar in a mask)
     if DEFER:  # the odd blocks read their state after the wait
+        odd = (offs * 0 + b) % 2  # 1 in an odd block (a tile: the interpreter takes no scalar in a mask)
         vals = tl.load(pool_ptr + src * slot_elems + offs, mask=mask & (odd == 0))
     else:
         vals = tl.load(pool_ptr + src * slot_elems + offs, mask=mask)

@@ -86,6 +86,11 @@ SSU_DEVICE_RULES: dict[str, dict[int, SSUDeviceRule]] = {
 }
 
 
+def _for_card(table: dict, device: torch.device, state_element_size: int):
+    """``table``'s entry for ``device``'s name and the state's element size, or None (no name: the interpreter)."""
+    return table.get(device_name(device) or "", {}).get(state_element_size)
+
+
 # A/dt per element, one token (the untied kernel): device name -> state element size -> (fewest request x heads, warps
 # a program on the table's tile). NVIDIA H100 80GB HBM3, fp32 state, bf16 activations, 4 rows on 2 warps against the
 # table's 1 (call 181, docs/results/issue14-call181-ssu-el-warps-h100.txt): batch 16 / 64 / 128 / 256 / 512 1.019 /
@@ -102,7 +107,7 @@ def ssu_untied_warps(device: torch.device, state_element_size: int, tied: bool, 
     """Warps a program for a one-token launch with ``A``/``dt`` per element on ``device``, or None (the table's)."""
     if tied or not one_token:
         return None
-    rule = SSU_UNTIED_DEVICE_WARPS.get(device_name(device) or "", {}).get(state_element_size)
+    rule = _for_card(SSU_UNTIED_DEVICE_WARPS, device, state_element_size)
     return rule[1] if rule is not None and request_heads >= rule[0] else None
 
 
@@ -128,7 +133,7 @@ def ssu_early_half(device: torch.device, state_element_size: int, tied: bool, on
     early range."""
     if not (tied and one_token):
         return False
-    span = SSU_EARLY_HALF.get(device_name(device) or "", {}).get(state_element_size)
+    span = _for_card(SSU_EARLY_HALF, device, state_element_size)
     return span is not None and span[0] <= request_heads <= span[1]
 
 
@@ -136,4 +141,4 @@ def ssu_device_rule(device: torch.device, state_element_size: int, tied: bool, o
     """The rule for a launch on ``device`` or None (the H200's table applies): one token, ``A``/``dt`` per head."""
     if not (tied and one_token):
         return None
-    return SSU_DEVICE_RULES.get(device_name(device) or "", {}).get(state_element_size)
+    return _for_card(SSU_DEVICE_RULES, device, state_element_size)
