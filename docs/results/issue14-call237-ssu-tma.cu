@@ -1,0 +1,230 @@
+// Issue 14, call 237 (H200): the Mamba2 SSU's one-token decode step (A, dt, dt_bias, D per head, as mamba_mixer2
+// calls it) as a CUDA kernel that stages the state through shared memory by the bulk-copy engine (TMA's
+// one-dimensional form), the way mambalab.kernels.gated_delta_rule_tma runs the GDN: a trial beside the Triton
+// kernel, not a library kernel.
+//
+// The step is vLLM 0.33's _selective_scan_update_kernel (vllm/model_executor/layers/mamba/ops/mamba_ssm.py) and
+// mambalab.kernels.mamba_ssm's: dt = softplus(dt + dt_bias), dA = exp(A dt), state' = state dA + (B dt) x,
+// out = state' . C + D x, times silu(z) with z. A request whose slot is the null block writes zero outputs and moves
+// no state (the SSU's guard, slot != null_block_id, as mambalab's fixed SSU).
+//
+// A CTA owns ROWS head-dim rows of one (request, head) on WARPS warps; lane 0 of a warp issues its rows' bulk copy
+// (the first EP of PIECES copies before PDL's wait, under the early_state_load promise); eight lanes share a state
+// row (16 columns each, in 16-byte runs so eight lanes read 128 contiguous bytes), four rows a step; the new rows
+// go back with plain stores. dstate is 128.
+
+typedef unsigned short bf16_t;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+struct SsuTmaParams {
+    const void* x; const void* dt; const void* B; const void* C; const void* z;
+    const float* A; const float* dt_bias; const float* D;
+    void* state; void* out; const int* idx;
+    long long s_state_slot, s_state_head;
+    long long s_x_tok, s_x_head, s_dt_tok, s_dt_head, s_B_tok, s_B_group, s_C_tok, s_C_group;
+    long long s_z_tok, s_z_head, s_out_tok, s_out_head, s_A_head, s_dtb_head, s_D_head;
+    int heads_per_group, null_block_id, dt_softplus, has_dt_bias, has_D;
+};
+
+namespace {
+
+constexpr int N = 128;  // dstate
+
+__device__ __forceinline__ float bf_lo(u32 w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(u32 w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ float bf1(bf16_t x) { return __uint_as_float(((u32)x) << 16); }
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void grid_launch_dependents() {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void bar_init(u32 bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+__device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void bar_wait(u32 bar) {
+    u32 done = 0;
+    while (!done) {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
+                     " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(bar) : "memory");
+    }
+}
+__device__ __forceinline__ float sum8(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    x += __shfl_xor_sync(0xffffffffu, x, 2);
+    x += __shfl_xor_sync(0xffffffffu, x, 4);
+    return x;
+}
+
+// Element types: 16-byte runs of RUN elements; a lane's 16 columns are 16 / RUN runs, run j at
+// (lane & 7) * RUN + j * 8 * RUN.
+template <typename T> struct Elem;
+template <> struct Elem<bf16_t> {
+    static constexpr int RUN = 8;
+    __device__ static float get(const void* p, long long i) { return bf1(((const bf16_t*)p)[i]); }
+    __device__ static void put(void* p, long long i, float v) {
+        ((bf16_t*)p)[i] = (bf16_t)(pack_bf16x2(v, 0.f) & 0xffffu);
+    }
+    __device__ static void run16(const void* p, float* f) {  // 8 elements from 16 bytes
+        const uint4 w = *reinterpret_cast<const uint4*>(p);
+        const u32 a[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) { f[2 * i] = bf_lo(a[i]); f[2 * i + 1] = bf_hi(a[i]); }
+    }
+    __device__ static void store16(void* p, const float* f) {
+        *reinterpret_cast<uint4*>(p) = make_uint4(pack_bf16x2(f[0], f[1]), pack_bf16x2(f[2], f[3]),
+                                                  pack_bf16x2(f[4], f[5]), pack_bf16x2(f[6], f[7]));
+    }
+};
+template <> struct Elem<float> {
+    static constexpr int RUN = 4;
+    __device__ static float get(const void* p, long long i) { return ((const float*)p)[i]; }
+    __device__ static void put(void* p, long long i, float v) { ((float*)p)[i] = v; }
+    __device__ static void run16(const void* p, float* f) {
+        const float4 w = *reinterpret_cast<const float4*>(p);
+        f[0] = w.x; f[1] = w.y; f[2] = w.z; f[3] = w.w;
+    }
+    __device__ static void store16(void* p, const float* f) {
+        *reinterpret_cast<float4*>(p) = make_float4(f[0], f[1], f[2], f[3]);
+    }
+};
+
+// RUN consecutive activation elements (RUN from the state's layout) into f.
+template <typename A, int RUN>
+__device__ __forceinline__ void load_cols(const A* p, float* f) {
+    if constexpr (sizeof(A) == 2 && RUN == 8) {
+        Elem<bf16_t>::run16(p, f);
+    } else if constexpr (sizeof(A) == 2 && RUN == 4) {
+        const uint2 w = *reinterpret_cast<const uint2*>(p);
+        f[0] = bf_lo(w.x); f[1] = bf_hi(w.x); f[2] = bf_lo(w.y); f[3] = bf_hi(w.y);
+    } else if constexpr (sizeof(A) == 4 && RUN == 4) {
+        Elem<float>::run16(p, f);
+    } else {
+        Elem<float>::run16(p, f);
+        Elem<float>::run16(p + 4, f + 4);
+    }
+}
+
+template <typename S, typename A, int ROWS, int WARPS, bool EARLY, bool HAS_Z, int PIECES, int EP>
+__device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {
+    constexpr int RUN = Elem<S>::RUN, NRUN = 16 / RUN;
+    constexpr int ROWS_W = ROWS / WARPS, STEPS = ROWS_W / 4;
+    constexpr u32 ROW_BYTES = N * sizeof(S), PIECE = ROWS_W * ROW_BYTES / PIECES;
+    static_assert(ROWS_W % 4 == 0 && ROWS_W <= 32 && STEPS % PIECES == 0, "rows a warp: 4 a step, whole pieces");
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) u64 bars[WARPS * PIECES];
+
+    const int i_m = blockIdx.x, h = blockIdx.y, n = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row0 = i_m * ROWS + warp * ROWS_W;
+    const long long slot = p.idx[n];
+    const bool live = slot != (long long)p.null_block_id;
+    S* rows = (S*)p.state + slot * p.s_state_slot + h * p.s_state_head + (long long)row0 * N;
+    unsigned char* chunk = smem + warp * ROWS_W * ROW_BYTES;
+    const u32 bar0 = smem_u32(&bars[warp * PIECES]);
+    if (live && lane == 0) {
+#pragma unroll
+        for (int i = 0; i < PIECES; ++i) {
+            bar_init(bar0 + 8 * i);
+            if (EARLY && i < EP)
+                bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
+        }
+    }
+    // the head's weights before the wait (no kernel writes them)
+    const float Ah = p.A[h * p.s_A_head];
+    const float dtb = p.has_dt_bias ? p.dt_bias[h * p.s_dtb_head] : 0.f;
+    const float Dh = p.has_D ? p.D[h * p.s_D_head] : 0.f;
+    __syncwarp();
+    grid_launch_dependents();
+    grid_wait();
+    char* o_rows = (char*)p.out + (n * p.s_out_tok + h * p.s_out_head + row0) * (long long)sizeof(A);
+    if (!live) {
+        if (lane < ROWS_W) Elem<A>::put(o_rows, lane, 0.f);
+        return;
+    }
+    if (lane == 0) {
+#pragma unroll
+        for (int i = EARLY ? EP : 0; i < PIECES; ++i)
+            bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
+    }
+    // the token: dt, B dt and C on this lane's columns, x (and z) of row row0 + lane
+    const int g = h / p.heads_per_group;
+    const int cl = (lane & 7) * RUN;
+    float dt = Elem<A>::get(p.dt, n * p.s_dt_tok + h * p.s_dt_head) + dtb;
+    const A* Bp = (const A*)p.B + n * p.s_B_tok + g * p.s_B_group + cl;
+    const A* Cp = (const A*)p.C + n * p.s_C_tok + g * p.s_C_group + cl;
+    float Bd[16], Cc[16];
+#pragma unroll
+    for (int j = 0; j < NRUN; ++j) {
+        load_cols<A, RUN>(Bp + j * 8 * RUN, Bd + j * RUN);
+        load_cols<A, RUN>(Cp + j * 8 * RUN, Cc + j * RUN);
+    }
+    const long long xi = n * p.s_x_tok + h * p.s_x_head + row0 + lane;
+    const float x_mine = lane < ROWS_W ? Elem<A>::get(p.x, xi) : 0.f;
+    float z_mine = 0.f;
+    if (HAS_Z) z_mine = lane < ROWS_W ? Elem<A>::get(p.z, n * p.s_z_tok + h * p.s_z_head + row0 + lane) : 0.f;
+    if (p.dt_softplus) dt = dt <= 20.f ? log1pf(expf(dt)) : dt;
+    const float dA = expf(Ah * dt);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) Bd[j] *= dt;
+
+    float o_mine = 0.f;
+#pragma unroll
+    for (int s = 0; s < STEPS; ++s) {
+        if (s % (STEPS / PIECES) == 0) bar_wait(bar0 + 8 * (s / (STEPS / PIECES)));
+        const int r = s * 4 + (lane >> 3);
+        const unsigned char* srow = chunk + r * ROW_BYTES + cl * sizeof(S);
+        float st[16];
+#pragma unroll
+        for (int j = 0; j < NRUN; ++j) Elem<S>::run16(srow + j * 8 * RUN * sizeof(S), st + j * RUN);
+        const float xr = __shfl_sync(0xffffffffu, x_mine, r);
+        float acc = 0.f;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            st[j] = fmaf(st[j], dA, Bd[j] * xr);
+            acc = fmaf(st[j], Cc[j], acc);
+        }
+        acc = sum8(acc);
+        const float o = acc + Dh * xr;
+        const float o_src = __shfl_sync(0xffffffffu, o, (lane & 3) * 8);  // lane L keeps row L's output
+        if ((lane >> 2) == s) o_mine = o_src;
+        S* drow = rows + r * N + cl;
+#pragma unroll
+        for (int j = 0; j < NRUN; ++j) Elem<S>::store16(drow + j * 8 * RUN, st + j * RUN);
+    }
+    if (HAS_Z) o_mine *= z_mine / (1.f + expf(-z_mine));
+    if (lane < ROWS_W) Elem<A>::put(o_rows, lane, o_mine);
+}
+
+}  // namespace
+
+// ssu_tma_<state><act>_r<ROWS>_w<WARPS>_z<HAS_Z>_p<PIECES>_ep<EP>, always EARLY (EP of PIECES before the wait).
+#define SSU_TMA_ENTRY(SN, S, AN, A, R, W, Z, P, EP)                                                   \
+    extern "C" __global__ void __launch_bounds__(W * 32)                                              \
+        ssu_tma_##SN##AN##_r##R##_w##W##_z##Z##_p##P##_ep##EP(const __grid_constant__ SsuTmaParams p) { \
+        ssu_tma_body<S, A, R, W, true, Z, P, EP>(p);                                                  \
+    }
+#define SSU_TMA_SHAPES(SN, S, AN, A, Z)                                                               \
+    SSU_TMA_ENTRY(SN, S, AN, A, 32, 1, Z, 1, 1)                                                       \
+    SSU_TMA_ENTRY(SN, S, AN, A, 16, 1, Z, 1, 1)                                                       \
+    SSU_TMA_ENTRY(SN, S, AN, A, 8, 1, Z, 1, 1)                                                        \
+    SSU_TMA_ENTRY(SN, S, AN, A, 64, 2, Z, 1, 1)                                                       \
+    SSU_TMA_ENTRY(SN, S, AN, A, 32, 1, Z, 2, 1)
+
+SSU_TMA_SHAPES(b, bf16_t, b, bf16_t, 0)
+SSU_TMA_SHAPES(b, bf16_t, b, bf16_t, 1)
+SSU_TMA_SHAPES(f, float, b, bf16_t, 0)
+SSU_TMA_SHAPES(f, float, b, bf16_t, 1)
+SSU_TMA_SHAPES(f, float, f, float, 0)
