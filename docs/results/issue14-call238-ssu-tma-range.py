@@ -11,8 +11,13 @@ HEAD = Path(__file__).resolve().with_name("issue14-call237-ssu-tma.py")
 _src = HEAD.read_text()
 exec(compile(_src[:_src.index("\nfor s_dt, a_dt, zs in")], str(HEAD), "exec"), g := {"__file__": str(HEAD),
                                                                                      "__name__": "call237"})
-Sweep, pair_sweep, parts, SSUCase, ConvCase, D, setv = (g[k] for k in (
-    "Sweep", "pair_sweep", "parts", "SSUCase", "ConvCase", "D", "setv"))
+Sweep, pair_sweep, parts, SSUCase, ConvCase, D, FORCE = (g[k] for k in (
+    "Sweep", "pair_sweep", "parts", "SSUCase", "ConvCase", "D", "FORCE"))
+
+
+def setv(v):
+    FORCE[0] = None if v == "base" else v
+
 
 PARTS = parts("bf16,bf16-nb,fp32,fp32-nb,ff,ff-nb,z,z-nb,zf,zf-nb,pairs")
 BF = [(n, n) for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 15, 16)]
