@@ -96,6 +96,7 @@ def test_the_rule(monkeypatch, state, z, tokens, gpu, taken, tied):
     one-token kernel lost padded batches, its token loop T = 3; the GPU's rules change none of it)."""
     seen: list[dict] = []  # the launch is only looked at: a bf16 pool on the CPU is never run
     monkeypatch.setattr(ssu.sanitizer, "launch", lambda kernel, grid, *a, **k: seen.append(dict(k, kernel=kernel)))
+    monkeypatch.setattr(ssu.mamba_ssm_tma, "RULES", {})  # the Triton kernel's launches (the H200's CUDA kernel off)
     _one_head(monkeypatch)
     monkeypatch.setattr(ssu, "_gpu_rules_on", lambda device: gpu)
     case = make_case(9, rows=2, tokens=2 * tokens, nheads=HEADS, dim=8, dstate=16, slots=8, ngroups=2, tied=tied,

@@ -25,7 +25,7 @@ SM: call 209). So on the H200 the packed decode runs it from 4 to 16 requests (:
 kernel.
 
 The kernel is built with ``nvcc`` at first use (a few seconds; the cubin is cached under ``~/.cache/mambalab``)
-and launched through the CUDA driver API (``cuLaunchKernelEx``, with programmatic dependent launch where
+and launched through the CUDA driver API (:mod:`~mambalab.kernels.cuda_driver`: ``cuLaunchKernelEx``, with PDL where
 :func:`~mambalab.kernels.common.use_pdl` allows it), so it runs inside CUDA graphs as the Triton kernels do. The
 CPU interpreter cannot run it; without a GPU of compute capability 9.0, or without ``nvcc``, :func:`available` says
 why and the Triton kernel runs instead.
@@ -34,11 +34,6 @@ why and the Triton kernel runs instead.
 from __future__ import annotations
 
 import ctypes
-import functools
-import hashlib
-import os
-import shutil
-import subprocess
 import warnings
 from pathlib import Path
 from typing import NamedTuple
@@ -46,6 +41,7 @@ from typing import NamedTuple
 import torch
 
 from mambalab.constants import NULL_BLOCK_ID
+from mambalab.kernels import cuda_driver
 from mambalab.kernels.common import KernelFamily, device_name, guard_for, use_pdl
 from mambalab.lab.bugs import BugConfig, GuardMode
 
@@ -90,52 +86,18 @@ RULES: dict[str, tuple[int, int, TmaShape]] = {"NVIDIA H200": (4, 16, TmaShape(3
 FORCE: TmaShape | None = None
 
 
-@functools.lru_cache(maxsize=None)
-def _nvcc() -> str | None:
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and (Path(root) / "bin" / "nvcc").is_file():
-            return str(Path(root) / "bin" / "nvcc")
-    return None
+_nvcc = cuda_driver.nvcc
 
 
 def available(device: torch.device) -> tuple[bool, str]:
     """``(True, "")`` where the kernel can run on ``device``, else ``(False, why)``."""
-    if device.type != "cuda" or not torch.cuda.is_available():
-        return False, "the TMA kernel needs a CUDA GPU (the CPU interpreter runs the Triton kernel)"
-    major, minor = torch.cuda.get_device_capability(device)
-    if major < 9:
-        return False, f"the TMA kernel needs compute capability 9.0 or newer, this GPU has {major}.{minor}"
-    if _nvcc() is None:
-        return False, "the TMA kernel is built with nvcc, which is not on PATH, CUDA_HOME or /usr/local/cuda"
-    return True, ""
+    return cuda_driver.available(device, "the TMA kernel")
 
 
 def build(arch: str = "sm_90a") -> Path:
     """The cubin of :data:`SOURCE` for ``arch``, compiled once and cached by the source's and nvcc's hash."""
-    nvcc = _nvcc()
-    if nvcc is None:
-        raise RuntimeError("the TMA kernel is built with nvcc, which is not on PATH, CUDA_HOME or /usr/local/cuda")
-    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
-    digest = hashlib.sha256(SOURCE.read_bytes() + arch.encode() + version.encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("MAMBALAB_CACHE", Path.home() / ".cache" / "mambalab")) / "cuda"
-    out = cache / f"gdn_packed_decode_tma-{arch}-{digest}.cubin"
-    if not out.is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        number = arch.removeprefix("sm_")
-        cmd = [nvcc, "-cubin", f"-gencode=arch=compute_{number},code={arch}", "-O3", "-std=c++17", "-o", str(tmp),
-               str(SOURCE)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"nvcc failed to build {SOURCE.name} for {arch}:\n{done.stderr}")
-        tmp.replace(out)
-    return out
+    return cuda_driver.build(SOURCE, arch)
 
-
-# -- the CUDA driver API through ctypes -----------------------------------------------------------------------
 
 class _Params(ctypes.Structure):
     """``GdnTmaParams`` of the source, field for field."""
@@ -149,82 +111,7 @@ class _Params(ctypes.Structure):
                 ("scale", ctypes.c_float), ("softplus_beta", ctypes.c_float), ("softplus_threshold", ctypes.c_float)]
 
 
-class _LaunchAttribute(ctypes.Structure):
-    """``CUlaunchAttribute``: an id, then a 64-byte value union whose first member here is the int flag."""
-
-    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_int), ("value", ctypes.c_int), ("rest", ctypes.c_byte * 60)]
-
-
-class _LaunchConfig(ctypes.Structure):
-    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
-                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
-                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
-                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
-
-
-_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-
-
-class _Driver:
-    def __init__(self):
-        self.lib = ctypes.CDLL("libcuda.so.1")
-        self.functions: dict[tuple[int, str], ctypes.c_void_p] = {}
-
-    def check(self, rc: int, what: str) -> None:
-        if rc != 0:
-            text = ctypes.c_char_p()
-            self.lib.cuGetErrorString(rc, ctypes.byref(text))
-            raise RuntimeError(f"{what} failed: CUDA error {rc} ({(text.value or b'?').decode()})")
-
-    def function(self, device: torch.device, entry: str) -> ctypes.c_void_p:
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        key = (index, entry)
-        if key not in self.functions:
-            with torch.cuda.device(index):
-                self.make_current(index)
-                major, minor = torch.cuda.get_device_capability(index)
-                image = build("sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}").read_bytes()
-                module = ctypes.c_void_p()
-                self.check(self.lib.cuModuleLoadData(ctypes.byref(module), image), "cuModuleLoadData")
-                for shape in SHAPES:
-                    fn = ctypes.c_void_p()
-                    self.check(self.lib.cuModuleGetFunction(ctypes.byref(fn), module, shape.entry.encode()),
-                               f"cuModuleGetFunction({shape.entry})")
-                    smem = shape_smem(shape)
-                    self.check(self.lib.cuFuncSetAttribute(fn, _MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-                               "cuFuncSetAttribute")
-                    self.functions[(index, shape.entry)] = fn
-        return self.functions[key]
-
-    def make_current(self, index: int) -> None:
-        """Torch's context for GPU ``index`` (the device's primary context) current on this thread."""
-        torch.cuda.init()
-        ctx = ctypes.c_void_p()
-        self.check(self.lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
-        if not ctx.value:
-            dev = ctypes.c_int()
-            self.check(self.lib.cuDeviceGet(ctypes.byref(dev), index), "cuDeviceGet")
-            self.check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
-            self.check(self.lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-
-    def blocks_per_sm(self, fn, block: int, smem: int) -> int:
-        count = ctypes.c_int()
-        self.check(self.lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(count), fn, block, smem),
-                   "cuOccupancyMaxActiveBlocksPerMultiprocessor")
-        return count.value
-
-    def launch(self, fn, grid, block: int, smem: int, stream: int, params: _Params, pdl: bool,
-               extra: tuple = ()) -> None:
-        attr = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
-        config = _LaunchConfig(grid[0], grid[1], grid[2], block, 1, 1, smem, stream,
-                               ctypes.pointer(attr) if pdl else None, 1 if pdl else 0)
-        values = (params,) + tuple(extra)
-        args = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
-        self.check(self.lib.cuLaunchKernelEx(ctypes.byref(config), fn, args, None), "cuLaunchKernelEx")
-
-
-_driver: _Driver | None = None
+_driver: cuda_driver.Driver | None = None
 _SM_COUNT: dict[int, int] = {}  # a function -> the CTAs of its persistent grid (resident ones, all SMs)
 
 
@@ -233,10 +120,10 @@ def shape_smem(shape: TmaShape) -> int:
     return shape.persist * 32 * K * 2 if shape.persist else shape.rows * K * 2
 
 
-def _get_driver() -> _Driver:
+def _get_driver() -> cuda_driver.Driver:
     global _driver
-    if _driver is None:
-        _driver = _Driver()
+    if _driver is None:  # SOURCE, SHAPES and shape_smem read when the module is loaded (study scripts extend them)
+        _driver = cuda_driver.Driver(lambda arch: build(arch), lambda: {s.entry: shape_smem(s) for s in SHAPES})
     return _driver
 
 

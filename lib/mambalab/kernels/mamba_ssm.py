@@ -42,8 +42,8 @@ Launch configuration (no autotune: autotuning would re-run the kernel on live st
 times) is chosen by a rule, see :func:`choose_launch_config` (and, where another card measured other shapes than
 the H200, :mod:`.mamba_ssm_devices`). Under the CPU interpreter a program takes several
 heads of a request (``LaunchConfig.block_h``, :mod:`mambalab.kernels.mamba_ssm_kernels`): the same results, half
-the programs or fewer.
-"""
+the programs or fewer. Where its rule says so (the H200 at a few requests), a decode runs on :mod:`.mamba_ssm_tma`'s
+CUDA kernel instead."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import INTERPRET
 from mambalab.kernels.common import (KernelFamily, guard_for, is_live_slot, prefetch_rows_l2, requests_a_program,
                                      use_pdl)
-from mambalab.kernels import mamba_ssm_kernels
+from mambalab.kernels import mamba_ssm_kernels, mamba_ssm_tma
 from mambalab.kernels.mamba_ssm_devices import ssu_device_rule, ssu_early_half, ssu_untied_warps
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
@@ -370,8 +370,6 @@ PREFETCH_STATE: dict[int, tuple[int, int, int]] = {2: (2, 17 * 128, 1 << 30)}
 PREFETCH_STATE_MULTI_TOKEN: dict[int, tuple[int, int, int]] = {2: (1, 1, 1 << 30)}
 # A/dt per element (call 44, issue14-call44-ab-untied-hint.txt): bf16 batch 8 1.165 -> 1.239x, 16-512 slower.
 PREFETCH_STATE_UNTIED: dict[int, tuple[int, int, int]] = {2: (2, 1, 8 * 128)}
-# A streaming kernel (state blocks through a pipelined loop; calls 22-26) took bf16 T = 2 from batch 32 until call 121
-# found the capped token loop faster at every batch (issue14-call121-spec-tiles.txt); removed (mamba_ssm_token.py).
 
 
 _override: LaunchConfig | None = None
@@ -494,9 +492,10 @@ def selective_state_update(
     guard = guard_for(bugs, KernelFamily.MAMBA)  # the SSU's own guard: skip == null_block_id
     if p.num_requests == 0 or p.x.shape[0] == 0:
         return p.finish()
-
     tied = is_tied(p.A, p.dt, p.dt_bias)
     one_token = (p.cu_seqlens is None and p.num_accepted_tokens is None and p.tokens_per_request == 1)
+    if _override is None and (rows := mamba_ssm_tma.routed_rows(p, guard, tied, one_token, early_state_load)):
+        return mamba_ssm_tma.launch(p, rows, dt_softplus, null_block_id)  # the CUDA kernel (mamba_ssm_tma.RULES)
     cfg = choose_launch_config(p.nheads, p.dim, p.dstate, p.num_requests, p.state.dtype,
                                p.state.device, tied=tied, multi_token=not one_token)
     if p.nheads % cfg.block_h:

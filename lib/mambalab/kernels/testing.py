@@ -111,7 +111,11 @@ __all__ = [
 def spy_launches(monkeypatch, module) -> list[dict]:
     """Record the keyword arguments (constexprs, launch options) of every launch ``module`` makes through
     ``module.sanitizer.launch`` while ``monkeypatch`` is active, with the kernel under ``"kernel"`` and the grid
-    under ``"grid"``; the launches still run."""
+    under ``"grid"``; the launches still run. The SSU's CUDA kernel (:mod:`~mambalab.kernels.mamba_ssm_tma`, whose
+    launches bypass the sanitizer) is switched off meanwhile, so on a GPU with its rule every step is seen here."""
+    from mambalab.kernels import mamba_ssm_tma
+
+    monkeypatch.setattr(mamba_ssm_tma, "RULES", {})
     seen: list[dict] = []
     real = module.sanitizer.launch
 
