@@ -22,12 +22,11 @@ from mambalab.device import DEVICE
 from mambalab.kernels import mamba_ssm as ssu
 from mambalab.kernels import mamba_ssm_tma as tma
 from mambalab.kernels.mamba_ssm import selective_state_update
-from mambalab.kernels.mamba_ssm_ref import is_tied, prepare_ssu_inputs
-from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indices, touched_slots
+from mambalab.kernels.mamba_ssm_ref import is_tied, prepare_ssu_inputs, selective_state_update_ref
+from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indices, tolerance, touched_slots
 from mambalab.lab.bugs import BugConfig, GuardMode
 
 from test_kernel_selective_state_update import gen, make_case, same_layout_copy
-from test_kernel_ssu_launch_options import _against_reference
 
 BF16, F32 = torch.bfloat16, torch.float32
 H200 = "NVIDIA H200"
@@ -51,11 +50,16 @@ def _problem(case, idx, **kw):
 
 
 def _check(case, idx, run):
+    """``run(state, out)`` against the reference: outputs at the activations' tolerance, slots at the state's."""
     state = same_layout_copy(case.state)
     out = poison_(torch.empty_like(case.kwargs["x"]))
     res = run(state, out)
     assert res.data_ptr() == out.data_ptr() and res.shape == out.shape
-    _against_reference(case, dict(state_batch_indices=idx), out, state, "ssu")
+    s_ref, o_ref = same_layout_copy(case.state), poison_(torch.empty_like(out))
+    selective_state_update_ref(s_ref, out=o_ref, state_batch_indices=idx, **case.kwargs)
+    for got, want in ((out, o_ref), (state, s_ref)):
+        rtol, atol = tolerance("ssu", got.dtype)
+        torch.testing.assert_close(got.float(), want.float(), rtol=rtol, atol=atol)
     null = (idx == 0).cpu()
     assert torch.equal(out[null], torch.zeros_like(out[null]))  # skipped rows: zeros
     assert_untouched(case.state, state, touched_slots(idx))
@@ -120,11 +124,15 @@ def _routable(monkeypatch):
     monkeypatch.setattr(tma, "loadable", lambda device, name: True)
 
 
-def _as_cuda(p):
-    """``p`` as if its pool lay on a GPU (the routing reads the device type only)."""
+def _on(p, device: str):
+    """``p`` as if its pool lay on ``device`` (the routing reads the device type only)."""
     return types.SimpleNamespace(**{**p.__dict__, "state": types.SimpleNamespace(
-        device=torch.device("cuda", 0), element_size=p.state.element_size, dtype=p.state.dtype,
+        device=torch.device(device, 0), element_size=p.state.element_size, dtype=p.state.dtype,
         stride=p.state.stride, data_ptr=p.state.data_ptr)})
+
+
+def _as_cuda(p):
+    return _on(p, "cuda")
 
 
 def test_the_routing_takes_the_decode_and_refuses_the_rest(monkeypatch):
@@ -134,7 +142,7 @@ def test_the_routing_takes_the_decode_and_refuses_the_rest(monkeypatch):
     eq = int(GuardMode.EQ_NULL)
     tied = is_tied(p.A, p.dt, p.dt_bias)
     assert tied and tma.routed_rows(_as_cuda(p), eq, tied, True, True) == 16
-    assert tma.routed_rows(p, eq, tied, True, True) is None  # the interpreter: the Triton kernel
+    assert tma.routed_rows(_on(p, "cpu"), eq, tied, True, True) is None  # the interpreter: the Triton kernel
     assert tma.routed_rows(_as_cuda(p), int(GuardMode.NONE), tied, True, True) is None  # a planted pre-fix guard
     assert tma.routed_rows(_as_cuda(p), eq, tied, True, False) is None  # no early-load promise
     assert tma.routed_rows(_as_cuda(p), eq, tied, False, True) is None  # speculative tokens

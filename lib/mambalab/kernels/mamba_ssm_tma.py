@@ -23,6 +23,11 @@ it (the conv, then the SSU):
 * fp32 state, 16-row CTAs at 1: 1.284 / 1.201 (bench / layer) -> 1.323 / 1.315x. From 2 the bench loses 5-8% (2,
   fp32 activations: 1.211 -> 1.111x), and at 4 (1.078 -> 1.012x), so the Triton kernel keeps them.
 
+The source keeps call 237's body, whose warp, piece and early-piece switches it measured (the entries are one warp,
+one bulk copy, before the wait: the same SASS as call 237's measured entries). Without those switches the same step
+compiles to some 40% less code, which call 239 measured slower in the bench (9 requests: 1.069 -> 1.028x against
+the Triton kernel's, where call 237's code gave 1.077-1.082x) though faster after a torch kernel at 1 (1.196x).
+
 The kernel is built with ``nvcc`` at first use and launched through the CUDA driver API
 (:mod:`~mambalab.kernels.cuda_driver`, with PDL where :func:`~mambalab.kernels.common.use_pdl` allows it), so it
 runs inside CUDA graphs as the Triton kernels do. The CPU interpreter cannot run it; without a GPU of compute

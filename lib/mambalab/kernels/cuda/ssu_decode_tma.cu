@@ -130,38 +130,51 @@ __device__ __forceinline__ void load_cols(const A* p, float* f) {
     }
 }
 
-template <typename S, typename A, int ROWS, bool HAS_Z>
+// WARPS warps a CTA of ROWS rows; a warp's rows in PIECES bulk copies, the first EP of them before PDL's wait
+// (EARLY). Call 237 measured these forms; the entries below are one warp, one copy, before the wait.
+template <typename S, typename A, int ROWS, int WARPS, bool EARLY, bool HAS_Z, int PIECES, int EP>
 __device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {
-    constexpr int RUN = Elem<S>::RUN, NRUN = 16 / RUN, STEPS = ROWS / 4;
-    constexpr u32 ROW_BYTES = N * sizeof(S);
-    static_assert(ROWS % 4 == 0 && ROWS <= 32, "4 rows a step, at most a lane a row");
+    constexpr int RUN = Elem<S>::RUN, NRUN = 16 / RUN;
+    constexpr int ROWS_W = ROWS / WARPS, STEPS = ROWS_W / 4;
+    constexpr u32 ROW_BYTES = N * sizeof(S), PIECE = ROWS_W * ROW_BYTES / PIECES;
+    static_assert(ROWS_W % 4 == 0 && ROWS_W <= 32 && STEPS % PIECES == 0, "rows a warp: 4 a step, whole pieces");
     extern __shared__ __align__(128) unsigned char smem[];
-    __shared__ __align__(8) u64 bar_mem;
+    __shared__ __align__(8) u64 bars[WARPS * PIECES];
 
     const int i_m = blockIdx.x, h = blockIdx.y, n = blockIdx.z;
-    const int lane = threadIdx.x;
-    const int row0 = i_m * ROWS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row0 = i_m * ROWS + warp * ROWS_W;
     const long long slot = p.idx[n];
     const bool live = slot != (long long)p.null_block_id;
     S* rows = (S*)p.state + slot * p.s_state_slot + h * p.s_state_head + (long long)row0 * N;
-    const u32 bar = smem_u32(&bar_mem);
+    unsigned char* chunk = smem + warp * ROWS_W * ROW_BYTES;
+    const u32 bar0 = smem_u32(&bars[warp * PIECES]);
     if (live && lane == 0) {
-        bar_init(bar);
-        bulk_load(smem_u32(smem), rows, ROWS * ROW_BYTES, bar);
+#pragma unroll
+        for (int i = 0; i < PIECES; ++i) {
+            bar_init(bar0 + 8 * i);
+            if (EARLY && i < EP)
+                bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
+        }
     }
-    // the head's weights before the wait too (no kernel writes them)
+    // the head's weights before the wait (no kernel writes them)
     const float Ah = p.A[h * p.s_A_head];
     const float dtb = p.has_dt_bias ? p.dt_bias[h * p.s_dtb_head] : 0.f;
     const float Dh = p.has_D ? p.D[h * p.s_D_head] : 0.f;
-    __syncwarp();  // the barrier initialised before any lane waits on it
+    __syncwarp();
     grid_launch_dependents();
     grid_wait();
     char* o_rows = (char*)p.out + (n * p.s_out_tok + h * p.s_out_head + row0) * (long long)sizeof(A);
-    if (!live) {  // the null block (padding): zero outputs, no state traffic
-        if (lane < ROWS) Elem<A>::put(o_rows, lane, 0.f);
+    if (!live) {
+        if (lane < ROWS_W) Elem<A>::put(o_rows, lane, 0.f);
         return;
     }
-    // the token: dt; B dt and C on this lane's columns; x (and z) of row row0 + lane
+    if (lane == 0) {
+#pragma unroll
+        for (int i = EARLY ? EP : 0; i < PIECES; ++i)
+            bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
+    }
+    // the token: dt, B dt and C on this lane's columns, x (and z) of row row0 + lane
     const int g = h / p.heads_per_group;
     const int cl = (lane & 7) * RUN;
     float dt = Elem<A>::get(p.dt, n * p.s_dt_tok + h * p.s_dt_head) + dtb;
@@ -173,20 +186,21 @@ __device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {
         load_cols<A, RUN>(Bp + j * 8 * RUN, Bd + j * RUN);
         load_cols<A, RUN>(Cp + j * 8 * RUN, Cc + j * RUN);
     }
-    const float x_mine = lane < ROWS ? Elem<A>::get(p.x, n * p.s_x_tok + h * p.s_x_head + row0 + lane) : 0.f;
+    const long long xi = n * p.s_x_tok + h * p.s_x_head + row0 + lane;
+    const float x_mine = lane < ROWS_W ? Elem<A>::get(p.x, xi) : 0.f;
     float z_mine = 0.f;
-    if (HAS_Z) z_mine = lane < ROWS ? Elem<A>::get(p.z, n * p.s_z_tok + h * p.s_z_head + row0 + lane) : 0.f;
+    if (HAS_Z) z_mine = lane < ROWS_W ? Elem<A>::get(p.z, n * p.s_z_tok + h * p.s_z_head + row0 + lane) : 0.f;
     if (p.dt_softplus) dt = dt <= 20.f ? log1pf(expf(dt)) : dt;
     const float dA = expf(Ah * dt);
 #pragma unroll
     for (int j = 0; j < 16; ++j) Bd[j] *= dt;
 
     float o_mine = 0.f;
-    bar_wait(bar);
 #pragma unroll
     for (int s = 0; s < STEPS; ++s) {
-        const int r = s * 4 + (lane >> 3);  // the row this lane works on
-        const unsigned char* srow = smem + r * ROW_BYTES + cl * sizeof(S);
+        if (s % (STEPS / PIECES) == 0) bar_wait(bar0 + 8 * (s / (STEPS / PIECES)));
+        const int r = s * 4 + (lane >> 3);
+        const unsigned char* srow = chunk + r * ROW_BYTES + cl * sizeof(S);
         float st[16];
 #pragma unroll
         for (int j = 0; j < NRUN; ++j) Elem<S>::run16(srow + j * 8 * RUN * sizeof(S), st + j * RUN);
@@ -206,16 +220,17 @@ __device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {
         for (int j = 0; j < NRUN; ++j) Elem<S>::store16(drow + j * 8 * RUN, st + j * RUN);
     }
     if (HAS_Z) o_mine *= z_mine / (1.f + expf(-z_mine));
-    if (lane < ROWS) Elem<A>::put(o_rows, lane, o_mine);
+    if (lane < ROWS_W) Elem<A>::put(o_rows, lane, o_mine);
 }
 
 }  // namespace
 
-// One entry point a launch: ssu_tma_<state><activations>_r<ROWS>_z<HAS_Z> (b: bf16, f: fp32).
+// One entry point a launch: ssu_tma_<state><activations>_r<ROWS>_z<HAS_Z> (b: bf16, f: fp32), a one-warp CTA
+// whose rows come in one bulk copy before the wait.
 #define SSU_TMA_ENTRY(SN, S, AN, A, R, Z)                                                             \
     extern "C" __global__ void __launch_bounds__(32)                                                  \
         ssu_tma_##SN##AN##_r##R##_z##Z(const __grid_constant__ SsuTmaParams p) {                      \
-        ssu_tma_body<S, A, R, Z>(p);                                                                  \
+        ssu_tma_body<S, A, R, 1, true, Z, 1, 1>(p);                                                   \
     }
 #define SSU_TMA_TYPES(SN, S, AN, A)                                                                   \
     SSU_TMA_ENTRY(SN, S, AN, A, 16, 0)                                                                \
