@@ -148,24 +148,6 @@ def test_the_h200_takes_the_one_warp_shape_from_4_to_16(monkeypatch):
         assert tma.launch_rule(dev, 8) is None, name
 
 
-def test_a_kernel_that_cannot_be_built_leaves_the_device_to_triton(monkeypatch):
-    """A build or load failure warns once, names the device and the reason, and routes nothing there afterwards."""
-    calls = []
-
-    class Broken:
-        def function(self, device, entry):
-            calls.append(entry)
-            raise RuntimeError("nvcc failed to build gdn_packed_decode_tma.cu for sm_90a: no such target")
-
-    monkeypatch.setattr(tma, "_get_driver", lambda: Broken())
-    monkeypatch.setattr(tma, "_UNLOADABLE", {})
-    dev = torch.device("cuda", 3)
-    with pytest.warns(RuntimeWarning, match=r"cuda:3.*Triton kernel runs there instead: nvcc failed"):
-        assert not tma.loadable(dev, tma.TmaShape())
-    assert not tma.loadable(dev, tma.TmaShape())  # remembered: no second build, no second warning
-    assert calls == [tma.TmaShape().entry] and 3 in tma._UNLOADABLE
-
-
 def test_the_packed_decode_launches_as_the_checked_entry_does(monkeypatch):
     """The packed decode, routed, hands the kernel the launch :func:`gdn_packed_decode_tma` makes (grid, block,
     shared memory, PDL, every parameter) without repeating its checks: both run against a recording driver."""

@@ -211,24 +211,6 @@ def test_check_inputs_names_what_is_wrong(what, make, match):
         tma.check_inputs(p, is_tied(p.A, p.dt, p.dt_bias), True)
 
 
-def test_a_kernel_that_cannot_be_built_leaves_the_device_to_triton(monkeypatch):
-    """A build or load failure warns once, names the device and the reason, and routes nothing there afterwards."""
-    calls = []
-
-    class Broken:
-        def function(self, device, entry):
-            calls.append(entry)
-            raise RuntimeError("nvcc failed to build ssu_decode_tma.cu for sm_90a: no such target")
-
-    monkeypatch.setattr(tma, "_get_driver", lambda: Broken())
-    monkeypatch.setattr(tma, "_UNLOADABLE", {})
-    dev = torch.device("cuda", 3)
-    with pytest.warns(RuntimeWarning, match=r"cuda:3.*Triton kernel runs there instead: nvcc failed"):
-        assert not tma.loadable(dev, tma.ENTRIES[0])
-    assert not tma.loadable(dev, tma.ENTRIES[0])  # remembered: no second build, no second warning
-    assert calls == [tma.ENTRIES[0]] and 3 in tma._UNLOADABLE
-
-
 def test_entries_are_the_sources_entry_points():
     """:data:`ENTRIES` lists exactly the entry points the source instantiates, and their shared memory is their
     rows of 128 state elements."""

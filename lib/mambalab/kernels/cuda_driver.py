@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -49,12 +50,13 @@ def available(device: torch.device, what: str) -> tuple[bool, str]:
 
 def build(source: Path, arch: str = "sm_90a") -> Path:
     """The cubin of ``source`` for ``arch``, compiled once and cached (``$MAMBALAB_CACHE/cuda``, by default
-    ``~/.cache/mambalab/cuda``) by the source's and nvcc's hash."""
+    ``~/.cache/mambalab/cuda``) by the hash of the source, the ``.cuh`` headers beside it, and nvcc's version."""
     compiler = nvcc()
     if compiler is None:
         raise RuntimeError(f"{source.name} is built with nvcc, which is not on PATH, CUDA_HOME or /usr/local/cuda")
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True).stdout
-    digest = hashlib.sha256(source.read_bytes() + arch.encode() + version.encode()).hexdigest()[:16]
+    headers = b"".join(h.read_bytes() for h in sorted(source.parent.glob("*.cuh")))
+    digest = hashlib.sha256(source.read_bytes() + headers + arch.encode() + version.encode()).hexdigest()[:16]
     cache = Path(os.environ.get("MAMBALAB_CACHE", Path.home() / ".cache" / "mambalab")) / "cuda"
     out = cache / f"{source.stem}-{arch}-{digest}.cubin"
     if not out.is_file():
@@ -158,4 +160,22 @@ class Driver:
         self.check(self.lib.cuLaunchKernelEx(ctypes.byref(config), fn, args, None), "cuLaunchKernelEx")
 
 
-__all__ = ["nvcc", "available", "build", "arch_of", "Driver"]
+def loadable(driver: Driver, unloadable: dict[int, str], device: torch.device, entry: str, what: str) -> bool:
+    """Whether ``driver``'s kernels are built and loaded on ``device`` (building them at the first call). A failure
+    (an ``nvcc`` that cannot target the GPU, a driver that refuses the cubin) is warned about once, naming ``what``,
+    the device and the reason, and remembered in ``unloadable`` (device index -> why): the device is left to the
+    Triton kernel from then on, rather than failing every decode step."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index in unloadable:
+        return False
+    try:
+        driver.function(device, entry)
+    except (RuntimeError, OSError) as err:
+        unloadable[index] = str(err)
+        warnings.warn(f"{what} could not be built or loaded on cuda:{index}, so the Triton kernel runs there "
+                      f"instead: {err}", RuntimeWarning, stacklevel=4)
+        return False
+    return True
+
+
+__all__ = ["nvcc", "available", "build", "arch_of", "Driver", "loadable"]

@@ -34,7 +34,6 @@ why and the Triton kernel runs instead.
 from __future__ import annotations
 
 import ctypes
-import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -246,20 +245,9 @@ _UNLOADABLE: dict[int, str] = {}  # device index -> why the kernel could not be 
 
 
 def loadable(device: torch.device, shape: TmaShape) -> bool:
-    """Whether the kernel is built and loaded on ``device`` (building it at the first call). A failure (an ``nvcc``
-    that cannot target the GPU, a driver that refuses the cubin) is warned about once and the device is left to the
-    Triton kernel from then on, rather than failing every decode step."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index in _UNLOADABLE:
-        return False
-    try:
-        _get_driver().function(device, shape.entry)
-    except (RuntimeError, OSError) as err:
-        _UNLOADABLE[index] = str(err)
-        warnings.warn(f"the GDN's TMA kernel could not be built or loaded on cuda:{index}, so the Triton kernel runs "
-                      f"there instead: {err}", RuntimeWarning, stacklevel=3)
-        return False
-    return True
+    """Whether the kernel is built and loaded on ``device`` (:func:`~mambalab.kernels.cuda_driver.loadable`: a
+    failure is warned about once and the device left to the Triton kernel)."""
+    return cuda_driver.loadable(_get_driver(), _UNLOADABLE, device, shape.entry, "the GDN's TMA kernel")
 
 
 __all__ = ["gdn_packed_decode_tma", "launch", "available", "build", "launch_rule", "routed_shape", "loadable",

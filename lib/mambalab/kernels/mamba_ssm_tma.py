@@ -26,8 +26,10 @@ it (the conv, then the SSU):
 The source keeps call 237's body, whose warp, piece and early-piece switches it measured (the entries are one warp,
 one bulk copy, before the wait: the same SASS as call 237's measured entries). Without those switches the same step
 compiles to some 40% less code, which call 239 measured slower in the bench (9 requests: 1.069 -> 1.028x against
-the Triton kernel's, where call 237's code gave 1.077-1.082x) though faster after a torch kernel at 1 (1.196x). The shipped source through its rule (call 240, against the rule
-off): bf16 8 1.075 -> 1.110x, 9 1.071 -> 1.079x, 5 1.066 -> 1.223x; after a torch kernel 1 0.921 -> 1.252x.
+the Triton kernel's, where call 237's code gave 1.077-1.082x) though faster after a torch kernel at 1 (1.196x).
+The shipped source through its rule (call 240, against the rule off): bf16 8 1.075 -> 1.110x, 9 1.071 -> 1.079x,
+5 1.066 -> 1.223x; after a torch kernel 1 0.921 -> 1.252x. The PTX pieces shared with the GDN's kernel live in
+``cuda/tma_ptx.cuh`` (both kernels compile to the same SASS with it).
 
 The kernel is built with ``nvcc`` at first use and launched through the CUDA driver API
 (:mod:`~mambalab.kernels.cuda_driver`, with PDL where :func:`~mambalab.kernels.common.use_pdl` allows it), so it
@@ -39,7 +41,6 @@ guard only (``slot != null_block_id``: zero outputs, no state traffic); a plante
 from __future__ import annotations
 
 import ctypes
-import warnings
 from pathlib import Path
 
 import torch
@@ -219,19 +220,9 @@ _UNLOADABLE: dict[int, str] = {}  # device index -> why the kernel could not be 
 
 
 def loadable(device: torch.device, name: str) -> bool:
-    """Whether the kernel is built and loaded on ``device`` (building it at the first call). A failure is warned
-    about once and the device is left to the Triton kernel from then on, rather than failing every decode step."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index in _UNLOADABLE:
-        return False
-    try:
-        _get_driver().function(device, name)
-    except (RuntimeError, OSError) as err:
-        _UNLOADABLE[index] = str(err)
-        warnings.warn(f"the SSU's TMA kernel could not be built or loaded on cuda:{index}, so the Triton kernel runs "
-                      f"there instead: {err}", RuntimeWarning, stacklevel=3)
-        return False
-    return True
+    """Whether the kernel is built and loaded on ``device`` (:func:`~mambalab.kernels.cuda_driver.loadable`: a
+    failure is warned about once and the device left to the Triton kernel)."""
+    return cuda_driver.loadable(_get_driver(), _UNLOADABLE, device, name, "the SSU's TMA kernel")
 
 
 __all__ = ["ssu_decode_tma", "launch", "routed_rows", "launch_rule", "check_inputs", "available", "build",

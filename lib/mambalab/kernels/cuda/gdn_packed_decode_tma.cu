@@ -19,11 +19,10 @@
 // vn = beta (v - decay h.k) and o = decay h.q + vn (k.q) (both dots read the row as loaded). The new rows go back
 // with plain stores, or with TMA_STORE through shared memory and one bulk store a warp.
 //
-// No headers: the kernel builds with nvcc alone (mambalab.kernels.gated_delta_rule_tma compiles it to a cubin).
+// No CUDA headers: the kernel builds with nvcc alone (mambalab.kernels.cuda_driver compiles it to a cubin); the PTX
+// pieces it shares with the SSU's kernel are in tma_ptx.cuh.
 
-typedef unsigned short bf16_t;
-typedef unsigned int u32;
-typedef unsigned long long u64;
+#include "tma_ptx.cuh"
 
 struct GdnTmaParams {
     const bf16_t* mixed;     // [N, 2 H K + HV V], row stride s_mixed (elements), unit stride along the row
@@ -46,47 +45,6 @@ namespace {
 constexpr int K = 128;
 constexpr int V = 128;
 
-__device__ __forceinline__ float bf_lo(u32 w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float bf_hi(u32 w) { return __uint_as_float(w & 0xffff0000u); }
-__device__ __forceinline__ float bf1(bf16_t x) { return __uint_as_float(((u32)x) << 16); }
-
-__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
-    u32 r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-    return (u32)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void grid_launch_dependents() {
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-
-__device__ __forceinline__ void bar_init(u32 bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-__device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-        ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-
-__device__ __forceinline__ void bar_wait(u32 bar, u32 parity = 0) {
-    u32 done = 0;
-    while (!done) {
-        asm volatile(
-            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-            : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    }
-}
-
 __device__ __forceinline__ void bar_arrive(u32 bar) {  // a phase completed with no bytes (a skipped item)
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
@@ -96,13 +54,6 @@ __device__ __forceinline__ void bulk_store(void* dst, u32 src, u32 bytes) {  // 
                  : "memory");
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-}
-
-__device__ __forceinline__ float sum8(float x) {  // over the eight lanes that share a row
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    x += __shfl_xor_sync(0xffffffffu, x, 2);
-    x += __shfl_xor_sync(0xffffffffu, x, 4);
-    return x;
 }
 
 __device__ __forceinline__ void unpack16(const uint4& lo, const uint4& hi, float* f) {
