@@ -94,8 +94,8 @@ __device__ __forceinline__ void load_cols(const A* p, float* f) {
 
 // WARPS warps a CTA of ROWS rows; a warp's rows in PIECES bulk copies, the first EP of them before PDL's wait
 // (EARLY). Call 237 measured these forms; the entries below are one warp, one copy, before the wait.
-template <typename S, typename A, int ROWS, int WARPS, bool EARLY, bool HAS_Z, int PIECES, int EP>
-__device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {
+template <typename S, typename A, int ROWS, int WARPS, bool EARLY, bool HAS_Z, int PIECES, int EP, bool FAST = false>
+__device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {  // FAST: the approximate exp / log
     constexpr int RUN = Elem<S>::RUN, NRUN = 16 / RUN;
     constexpr int ROWS_W = ROWS / WARPS, STEPS = ROWS_W / 4;
     constexpr u32 ROW_BYTES = N * sizeof(S), PIECE = ROWS_W * ROW_BYTES / PIECES;
@@ -152,8 +152,8 @@ __device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {
     const float x_mine = lane < ROWS_W ? Elem<A>::get(p.x, xi) : 0.f;
     float z_mine = 0.f;
     if (HAS_Z) z_mine = lane < ROWS_W ? Elem<A>::get(p.z, n * p.s_z_tok + h * p.s_z_head + row0 + lane) : 0.f;
-    if (p.dt_softplus) dt = dt <= 20.f ? log1pf(expf(dt)) : dt;
-    const float dA = expf(Ah * dt);
+    if (p.dt_softplus) dt = dt <= 20.f ? (FAST ? __logf(1.f + __expf(dt)) : log1pf(expf(dt))) : dt;
+    const float dA = FAST ? __expf(Ah * dt) : expf(Ah * dt);
 #pragma unroll
     for (int j = 0; j < 16; ++j) Bd[j] *= dt;
 
@@ -181,7 +181,7 @@ __device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {
 #pragma unroll
         for (int j = 0; j < NRUN; ++j) Elem<S>::store16(drow + j * 8 * RUN, st + j * RUN);
     }
-    if (HAS_Z) o_mine *= z_mine / (1.f + expf(-z_mine));
+    if (HAS_Z) o_mine *= FAST ? __fdividef(z_mine, 1.f + __expf(-z_mine)) : z_mine / (1.f + expf(-z_mine));
     if (lane < ROWS_W) Elem<A>::put(o_rows, lane, o_mine);
 }
 
