@@ -95,7 +95,7 @@ __device__ __forceinline__ void load_cols(const A* p, float* f) {
 // WARPS warps a CTA of ROWS rows; a warp's rows in PIECES bulk copies, the first EP of them before PDL's wait
 // (EARLY). Call 237 measured these forms; the entries below are one warp, one copy, before the wait.
 template <typename S, typename A, int ROWS, int WARPS, bool EARLY, bool HAS_Z, int PIECES, int EP, bool FAST = false>
-__device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {  // FAST: the approximate exp / log
+__device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {  // FAST: approximate exp / log (call 243)
     constexpr int RUN = Elem<S>::RUN, NRUN = 16 / RUN;
     constexpr int ROWS_W = ROWS / WARPS, STEPS = ROWS_W / 4;
     constexpr u32 ROW_BYTES = N * sizeof(S), PIECE = ROWS_W * ROW_BYTES / PIECES;
