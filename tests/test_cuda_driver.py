@@ -52,6 +52,21 @@ def test_without_a_gpu_the_reason_says_so():
     assert not ok and why.startswith("the SSU's TMA kernel needs a CUDA GPU")
 
 
+@pytest.mark.parametrize("module,entries", [(gdn_tma, lambda: [s.entry for s in gdn_tma.SHAPES]),
+                                            (ssu_tma, lambda: ssu_tma.ENTRIES)], ids=["gdn", "ssu"])
+def test_each_source_builds_with_nvcc(tmp_path, monkeypatch, module, entries):
+    """Each kernel's source (with the shared header) builds for sm_90a with every entry point its module launches,
+    once: the second build is the cached cubin."""
+    if cuda_driver.nvcc() is None:
+        pytest.skip("no nvcc on this machine")
+    monkeypatch.setenv("MAMBALAB_CACHE", str(tmp_path))
+    cubin = module.build("sm_90a")
+    data = cubin.read_bytes()
+    assert data[:4] == b"\x7fELF"
+    assert all(name.encode() in data for name in entries())
+    assert module.build("sm_90a") == cubin
+
+
 def test_the_cache_follows_the_source_and_the_shared_header(tmp_path, monkeypatch):
     """Each source's cubin is rebuilt when it or ``tma_ptx.cuh`` changes (both kernels include the header)."""
     if cuda_driver.nvcc() is None:

@@ -178,14 +178,7 @@ __device__ __forceinline__ void gdn_tma_body(const GdnTmaParams& p) {  // EARLY:
     unsigned char* chunk = smem + warp * ROWS_W * K * 2;
     const u32 bar0 = smem_u32(&bars[warp * PIECES]);
 
-    if (live && lane == 0) {
-#pragma unroll
-        for (int i = 0; i < PIECES; ++i) {
-            bar_init(bar0 + 8 * i);
-            if (EARLY && i < EP)
-                bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
-        }
-    }
+    if (live && lane == 0) issue_early<PIECES, EARLY, EP>(bar0, chunk, rows, PIECE);
     __syncwarp();  // the barriers initialised before any lane waits on them
     grid_launch_dependents();
     grid_wait();
@@ -194,11 +187,7 @@ __device__ __forceinline__ void gdn_tma_body(const GdnTmaParams& p) {  // EARLY:
         if (lane < ROWS_W) o_rows[lane] = 0;
         return;
     }
-    if (lane == 0) {
-#pragma unroll
-        for (int i = EARLY ? EP : 0; i < PIECES; ++i)
-            bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
-    }
+    if (lane == 0) issue_rest<PIECES, EARLY, EP>(bar0, chunk, rows, PIECE);
     Token t;
     load_token(p, n, hv, row0, lane, ROWS_W, t);
     update_rows<ROWS_W / 4, PIECES, TMA_STORE>(t, chunk, rows, o_rows, bar0, 0, lane);

@@ -111,14 +111,7 @@ __device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {  // FAST: 
     S* rows = (S*)p.state + slot * p.s_state_slot + h * p.s_state_head + (long long)row0 * N;
     unsigned char* chunk = smem + warp * ROWS_W * ROW_BYTES;
     const u32 bar0 = smem_u32(&bars[warp * PIECES]);
-    if (live && lane == 0) {
-#pragma unroll
-        for (int i = 0; i < PIECES; ++i) {
-            bar_init(bar0 + 8 * i);
-            if (EARLY && i < EP)
-                bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
-        }
-    }
+    if (live && lane == 0) issue_early<PIECES, EARLY, EP>(bar0, chunk, rows, PIECE);
     // the head's weights before the wait (no kernel writes them)
     const float Ah = p.A[h * p.s_A_head];
     const float dtb = p.has_dt_bias ? p.dt_bias[h * p.s_dtb_head] : 0.f;
@@ -131,11 +124,7 @@ __device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {  // FAST: 
         if (lane < ROWS_W) Elem<A>::put(o_rows, lane, 0.f);
         return;
     }
-    if (lane == 0) {
-#pragma unroll
-        for (int i = EARLY ? EP : 0; i < PIECES; ++i)
-            bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
-    }
+    if (lane == 0) issue_rest<PIECES, EARLY, EP>(bar0, chunk, rows, PIECE);
     // the token: dt, B dt and C on this lane's columns, x (and z) of row row0 + lane
     const int g = h / p.heads_per_group;
     const int cl = (lane & 7) * RUN;

@@ -51,6 +51,26 @@ __device__ __forceinline__ void bar_wait(u32 bar, u32 parity = 0) {
     }
 }
 
+// A warp's rows in PIECES bulk copies of PIECE bytes, each counted by its own mbarrier (bar0, bar0 + 8, ...): lane 0
+// initialises the barriers and issues the first EP copies (where EARLY: before PDL's wait) ...
+template <int PIECES, bool EARLY, int EP>
+__device__ __forceinline__ void issue_early(u32 bar0, unsigned char* chunk, const void* rows, u32 PIECE) {
+#pragma unroll
+    for (int i = 0; i < PIECES; ++i) {
+        bar_init(bar0 + 8 * i);
+        if (EARLY && i < EP)
+            bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
+    }
+}
+
+// ... and the rest after the wait.
+template <int PIECES, bool EARLY, int EP>
+__device__ __forceinline__ void issue_rest(u32 bar0, unsigned char* chunk, const void* rows, u32 PIECE) {
+#pragma unroll
+    for (int i = EARLY ? EP : 0; i < PIECES; ++i)
+        bulk_load(smem_u32(chunk) + i * PIECE, (const char*)rows + i * PIECE, PIECE, bar0 + 8 * i);
+}
+
 __device__ __forceinline__ float sum8(float x) {  // over the eight lanes that share a row
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     x += __shfl_xor_sync(0xffffffffu, x, 2);
