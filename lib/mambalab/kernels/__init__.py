@@ -1,4 +1,5 @@
-"""Triton decode-state kernels (and one CUDA kernel for the GDN decode), each with a pure-torch reference beside it.
+"""Triton decode-state kernels (and two CUDA kernels, for the GDN and SSU decode), each with a pure-torch reference
+beside it.
 
 The functions are exported at package level, as ``fla.ops.gated_delta_rule``
 does, so a user swapping vLLM's kernel for ours imports the function:
@@ -12,6 +13,8 @@ does, so a user swapping vLLM's kernel for ours imports the function:
 | ``gated_delta_rule.py`` / ``gated_delta_rule_ref.py`` | ``vllm/third_party/flash_linear_attention/ops/fused_recurrent.py`` |
 | ``gated_delta_rule_packed.py`` | its ``fused_recurrent_gated_delta_rule_packed_decode`` (Qwen3-Next's decode) |
 | ``gated_delta_rule_tma.py`` / ``cuda/gdn_packed_decode_tma.cu`` | (ours) that decode step in CUDA with TMA bulk copies: the H200's from 4 to 16 requests |
+| ``mamba_ssm_tma.py`` / ``cuda/ssu_decode_tma.cu`` | (ours) the SSU's one-token step in CUDA with TMA bulk copies: the H200's at 1-12 requests (bf16; fp32 at 1) |
+| ``cuda_driver.py`` / ``cuda/tma_ptx.cuh`` | (ours) building and launching those two (nvcc, the driver API), and their shared PTX |
 | ``common.py`` | (ours) the guard every kernel shares, one per ``GuardMode`` |
 | ``*_requests.py`` | (ours) the CPU interpreter's one-token launches: every live request in one program |
 | ``testing.py`` | (ours) poison, slot indices and tolerances for proving a kernel correct |
