@@ -9,7 +9,6 @@ entry points (its nvcc build and the warn-once loading: tests/test_cuda_driver.p
 
 from __future__ import annotations
 
-import ctypes
 import re
 
 import pytest
@@ -19,7 +18,7 @@ from mambalab.device import DEVICE
 from mambalab.kernels import gated_delta_rule_tma as tma
 from mambalab.kernels.gated_delta_rule_packed import (fused_recurrent_gated_delta_rule_packed_decode,
                                                       fused_recurrent_gated_delta_rule_packed_decode_ref)
-from mambalab.kernels.testing import assert_untouched, poison_, touched_slots
+from mambalab.kernels.testing import assert_untouched, poison_, recording_driver, touched_slots
 from mambalab.lab.bugs import BugConfig
 
 from test_kernel_gated_delta_rule import _gen, assert_close, make_pool
@@ -151,23 +150,9 @@ def test_the_h200_takes_the_one_warp_shape_from_4_to_16(monkeypatch):
 def test_the_packed_decode_launches_as_the_checked_entry_does(monkeypatch):
     """The packed decode, routed, hands the kernel the launch :func:`gdn_packed_decode_tma` makes (grid, block,
     shared memory, PDL, every parameter) without repeating its checks: both run against a recording driver."""
-    import types
-
     import mambalab.kernels.gated_delta_rule_packed as packed
 
-    seen = []
-
-    class Recording:
-        def function(self, device, entry):
-            return ctypes.c_void_p(1)
-
-        def launch(self, fn, grid, block, smem, stream, params, pdl, extra=()):
-            seen.append((tuple(grid), block, smem, stream, pdl, tuple(getattr(params, f) for f, _ in params._fields_)))
-
-    monkeypatch.setattr(tma, "_get_driver", lambda: Recording())
-    monkeypatch.setattr(tma, "available", lambda device: (True, ""))
-    monkeypatch.setattr(tma, "use_pdl", lambda device: True)
-    monkeypatch.setattr(tma.torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=7))
+    recorded = recording_driver(monkeypatch, tma)
     monkeypatch.setattr(packed, "routed_shape", lambda *args: tma.TmaShape())
     mixed, a, b, A_log, dt_bias, idx, pool = _inputs(785, 5, 1)
     out = torch.empty(5, 1, HV, V, device=DEVICE, dtype=BF16)
@@ -175,6 +160,7 @@ def test_the_packed_decode_launches_as_the_checked_entry_does(monkeypatch):
     tma.gdn_packed_decode_tma(*args, shape=tma.TmaShape())
     assert fused_recurrent_gated_delta_rule_packed_decode(*args, bugs=BugConfig.fixed(), early_state_load=True) == (
         out, pool)
+    seen = [r for r in recorded if isinstance(r, tuple)]  # the launches
     assert len(seen) == 2 and seen[0] == seen[1]
     assert seen[0][:5] == ((V // 32, HV, 5), 32, 32 * K * 2, 7, True) and seen[0][5][-7:-3] == (H, HV, 0, 1)
 

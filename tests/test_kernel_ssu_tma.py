@@ -11,7 +11,6 @@ nvcc build and the warn-once loading: tests/test_cuda_driver.py).
 
 from __future__ import annotations
 
-import ctypes
 import re
 import types
 
@@ -23,7 +22,8 @@ from mambalab.kernels import mamba_ssm as ssu
 from mambalab.kernels import mamba_ssm_tma as tma
 from mambalab.kernels.mamba_ssm import selective_state_update
 from mambalab.kernels.mamba_ssm_ref import is_tied, prepare_ssu_inputs, selective_state_update_ref
-from mambalab.kernels.testing import assert_untouched, poison_, random_slot_indices, tolerance, touched_slots
+from mambalab.kernels.testing import (assert_untouched, poison_, random_slot_indices, recording_driver, tolerance,
+                                      touched_slots)
 from mambalab.lab.bugs import BugConfig, GuardMode
 
 from test_kernel_selective_state_update import gen, make_case, same_layout_copy
@@ -159,20 +159,7 @@ def test_the_routing_takes_the_decode_and_refuses_the_rest(monkeypatch):
 def test_the_routed_launch_is_the_checked_entrys(monkeypatch):
     """``selective_state_update``, routed, hands the kernel the launch :func:`ssu_decode_tma` makes (grid, block,
     shared memory, PDL, every parameter): both run against a recording driver."""
-    seen = []
-
-    class Recording:
-        def function(self, device, entry):
-            seen.append(entry)
-            return ctypes.c_void_p(1)
-
-        def launch(self, fn, grid, block, smem, stream, params, pdl, extra=()):
-            seen.append((tuple(grid), block, smem, stream, pdl, tuple(getattr(params, f) for f, _ in params._fields_)))
-
-    monkeypatch.setattr(tma, "_get_driver", lambda: Recording())
-    monkeypatch.setattr(tma, "available", lambda device: (True, ""))
-    monkeypatch.setattr(tma, "use_pdl", lambda device: True)
-    monkeypatch.setattr(tma.torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=7))
+    seen = recording_driver(monkeypatch, tma)
     monkeypatch.setattr(ssu.mamba_ssm_tma, "routed_rows", lambda *args: 32)
     case, idx = _case(510, 5, 4, F32, BF16, has_z=True)
     out = torch.empty_like(case.kwargs["x"])

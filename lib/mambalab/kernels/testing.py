@@ -7,6 +7,9 @@ poison outputs before a run, untouched slots must stay bit-identical.
 
 from __future__ import annotations
 
+import ctypes
+import types
+
 import torch
 
 from mambalab.constants import NULL_BLOCK_ID
@@ -124,4 +127,26 @@ def spy_launches(monkeypatch, module) -> list[dict]:
         return real(kernel, grid, *args, **kwargs)
 
     monkeypatch.setattr(module.sanitizer, "launch", spy)
+    return seen
+
+
+def recording_driver(monkeypatch, module) -> list:
+    """Put in place of a CUDA kernel's driver (``module``: :mod:`~mambalab.kernels.gated_delta_rule_tma` or
+    :mod:`~mambalab.kernels.mamba_ssm_tma`) one that records instead of launching, while ``monkeypatch`` is active:
+    each entry point asked for (its name), then each launch as ``(grid, block, shared memory, stream, PDL, the
+    parameter struct's values)``; the module sees a GPU that has the kernel, PDL, and stream 7."""
+    seen: list = []
+
+    class Recording:
+        def function(self, device, entry):
+            seen.append(entry)
+            return ctypes.c_void_p(1)
+
+        def launch(self, fn, grid, block, smem, stream, params, pdl, extra=()):
+            seen.append((tuple(grid), block, smem, stream, pdl, tuple(getattr(params, f) for f, _ in params._fields_)))
+
+    monkeypatch.setattr(module, "_get_driver", lambda: Recording())
+    monkeypatch.setattr(module, "available", lambda device: (True, ""))
+    monkeypatch.setattr(module, "use_pdl", lambda device: True)
+    monkeypatch.setattr(module.torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=7))
     return seen
