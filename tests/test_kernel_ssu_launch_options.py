@@ -21,7 +21,7 @@ from mambalab.kernels import mamba_ssm_kernels
 from mambalab.kernels.mamba_ssm import LaunchConfig, selective_state_update
 from mambalab.kernels.mamba_ssm_kernels import _softplus
 from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
-from mambalab.kernels.testing import poison_, random_slot_indices, tolerance
+from mambalab.kernels.testing import poison_, random_slot_indices, spy_launches, tolerance
 
 from test_kernel_selective_state_update import gen, make_case, same_layout_copy
 
@@ -40,26 +40,12 @@ def _probe(x: torch.Tensor, fast: bool) -> torch.Tensor:
     return out
 
 
-def _spy(monkeypatch) -> list[dict]:
-    """The keywords of every SSU launch from here on."""
-    seen = []
-    real = ssu.sanitizer.launch
-
-    def spy(kernel, grid, *args, **kwargs):
-        seen.append(kwargs)
-        return real(kernel, grid, *args, **kwargs)
-
-    monkeypatch.setattr(ssu.sanitizer, "launch", spy)
-    monkeypatch.setattr(ssu.mamba_ssm_tma, "RULES", {})  # the Triton kernel's launches (the H200's CUDA kernel off)
-    return seen
-
-
 @pytest.fixture
 def launches(monkeypatch):
     """The GPU's launch rules on any device (one head a program); the launches' keywords."""
     monkeypatch.setattr(ssu, "_gpu_rules_on", lambda device: True)
     monkeypatch.setattr(ssu, "choose_launch_config", lambda *a, **k: LaunchConfig(block_m=4, num_warps=1))
-    return _spy(monkeypatch)
+    return spy_launches(monkeypatch, ssu)
 
 
 def _step(case, kw):
@@ -174,7 +160,7 @@ def test_the_group_ratio_as_a_constant_changes_no_byte(launches, monkeypatch, ng
 def test_the_interpreters_several_heads_kernels_take_neither_option(monkeypatch):
     """Without the GPU's rules a CPU launch takes several heads a program (BLOCK_H > 1): the runtime ratio, the exact
     softplus."""
-    seen = _spy(monkeypatch)
+    seen = spy_launches(monkeypatch, ssu)
     case, kw = _case(5, 1, True)
     _step(case, kw)
     if DEVICE.type == "cpu":

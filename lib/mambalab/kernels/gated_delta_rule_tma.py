@@ -85,7 +85,7 @@ RULES: dict[str, tuple[int, int, TmaShape]] = {"NVIDIA H200": (4, 16, TmaShape(3
 FORCE: TmaShape | None = None
 
 
-_nvcc = cuda_driver.nvcc
+_nvcc = cuda_driver.nvcc  # the name calls 237-238's record scripts (docs/results) call it by
 
 
 def available(device: torch.device) -> tuple[bool, str]:
