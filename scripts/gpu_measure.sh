@@ -70,7 +70,7 @@ conv fp32 64 vllm tokens=4"}
   while read -r k dt b impl su; do
     [ -z "$k" ] && continue
     echo "=== $k $dt $b $impl $su"
-    timeout 60 ncu --clock-control none --kernel-name regex:'_ssu|selective_scan_update|_gdn|gdn_tma|fused_recurrent|conv1d' \
+    timeout 60 ncu --clock-control none --kernel-name regex:'ssu|selective_scan_update|_gdn|gdn_tma|fused_recurrent|conv1d' \
       --launch-skip 1 --launch-count 1 --metrics "$metrics" \
       python3 scripts/profile_kernel.py "$k" "$dt" "$b" "$impl" "$su" < /dev/null 2>&1 | grep -E "__|rror|==PROF"
   done <<< "$cases" > "$out/ncu.txt" 2>&1

@@ -1,6 +1,6 @@
 """Run one benchmark configuration eagerly a few times, for ncu to profile.
 
-    ncu --kernel-name regex:'_ssu|_gdn|_conv|selective_scan_update|fused_recurrent|causal_conv1d' \
+    ncu --kernel-name regex:'ssu|_gdn|gdn_tma|_conv|selective_scan_update|fused_recurrent|causal_conv1d' \
         --launch-skip 2 --launch-count 1 \
         --metrics gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed,... \
         python scripts/profile_kernel.py ssu bf16 256 [mambalab|vllm] [act=bf16,z=none,pools=cloned]
