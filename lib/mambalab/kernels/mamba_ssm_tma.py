@@ -19,16 +19,22 @@ it (the conv, then the SSU):
   4 1.122 / 0.949 / 1.263 -> 1.153 / 0.972 / 1.290x, 5 1.063 / 0.962 -> 1.211 / 1.078x; at 2 the bench loses
   (1.460 -> 1.407x) where the others win (0.954 / 1.327 -> 1.010 / 1.388x);
 * bf16 state, 32-row CTAs at 7-12: 8 1.082 / 0.991 / 1.182 -> 1.104 / 1.032 / 1.229x, 9 1.070 / 0.996 / 1.168 ->
-  1.082 / 1.034 / 1.208x, 12 1.047 / 0.987 / 1.133 -> 1.056 / 1.014 / 1.172x; from 15 the Triton kernel leads;
+  1.082 / 1.034 / 1.208x, 12 1.047 / 0.987 / 1.133 -> 1.056 / 1.014 / 1.172x (in one copy; two, below); from 15 the
+  Triton kernel leads;
 * fp32 state, 16-row CTAs at 1: 1.284 / 1.201 (bench / layer) -> 1.323 / 1.315x. From 2 the bench loses 5-8% (2,
   fp32 activations: 1.211 -> 1.111x), and at 4 (1.078 -> 1.012x), so the Triton kernel keeps them.
 
-The source keeps call 237's body, whose warp, piece and early-piece switches it measured (the entries are one warp,
-one bulk copy, before the wait: the same SASS as call 237's measured entries). Without those switches the same step
-compiles to some 40% less code, which call 239 measured slower in the bench (9 requests: 1.069 -> 1.028x against
-the Triton kernel's, where call 237's code gave 1.077-1.082x) though faster after a torch kernel at 1 (1.196x).
-The shipped source through its rule (call 240, against the rule off): bf16 8 1.075 -> 1.110x, 9 1.071 -> 1.079x,
-5 1.066 -> 1.223x; after a torch kernel 1 0.921 -> 1.252x. The PTX pieces shared with the GDN's kernel live in
+The source keeps call 237's body, whose warp, piece and early-piece switches it measured. The entries are one warp
+with every bulk copy before the wait: 16-row CTAs in one copy, 32-row CTAs in two of 16 rows, each counted by its own
+barrier, so that the update starts when the first half is in (calls 246-247,
+``docs/results/issue14-call24{6,7}-*.txt``: bf16 9 1.085 -> 1.102x, 10 1.064 -> 1.079x, 12 1.049 -> 1.059x, 8 1.106 ->
+1.112x in the bench, within 0.6% after a torch kernel and as a layer runs it; two copies of the 16-row CTA and four
+of either lose, as do the 32 rows on two warps). Without the switches the same step compiles to some 40% less code (the warp-
+collective fallback paths that ``__shfl_sync`` gets here sit after the exit), yet runs slower: call 239 measured it
+in the bench at 9 (1.028x, against 1.077-1.082x), and call 246 at 1 both in the bench (2.41 against 2.18 us) and after
+a torch kernel (3.61-3.62 against 3.48 us, two passes; call 239's 2.88 us there did not repeat); alone under Nsight
+Compute at 1 it takes 5.22 against 4.64 us with as many instructions, its warps stalled twice as long on global loads
+(Nsight's long-scoreboard stall ratio 3.52 against 1.79). The PTX pieces shared with the GDN's kernel live in
 ``cuda/tma_ptx.cuh`` (both kernels compile to the same SASS with it).
 
 The kernel is built with ``nvcc`` at first use and launched through the CUDA driver API

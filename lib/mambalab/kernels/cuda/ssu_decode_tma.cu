@@ -8,9 +8,9 @@
 // state' = state dA + (B dt) x, out = state' . C + D x, times z sigmoid(z) with a gate z. dstate is 128. A request
 // whose slot is the null block writes zero outputs and moves no state (the SSU's guard: slot != null_block_id).
 //
-// Layout of the work: a one-warp CTA owns ROWS head-dim rows of one (request, head). Lane 0 issues one bulk copy
-// of those rows into shared memory before PDL's griddepcontrol.wait (the caller's early_state_load promise: the
-// previous kernel writes neither the state nor the indices), with the head's A, dt_bias and D (weights); the token
+// Layout of the work: a one-warp CTA owns ROWS head-dim rows of one (request, head). Lane 0 issues bulk copies of
+// those rows into shared memory (16 rows a copy) before PDL's griddepcontrol.wait (the caller's early_state_load
+// promise: the previous kernel writes neither the state nor the indices), with the head's A, dt_bias and D; the token
 // (dt, x, z, B, C) is read after the wait. Eight lanes share a state row, sixteen columns each in 16-byte runs (a
 // bf16 row's columns c0..c0+7 and c0+64..c0+71, an fp32 row's four runs of four), so the eight lanes of a row read
 // 128 contiguous bytes of shared memory an instruction, four rows a step, without bank conflicts; the row's dot
@@ -93,7 +93,7 @@ __device__ __forceinline__ void load_cols(const A* p, float* f) {
 }
 
 // WARPS warps a CTA of ROWS rows; a warp's rows in PIECES bulk copies, the first EP of them before PDL's wait
-// (EARLY). Call 237 measured these forms; the entries below are one warp, one copy, before the wait.
+// (EARLY). Calls 237 and 246-247 measured these forms; the entries below are one warp, every copy before the wait.
 template <typename S, typename A, int ROWS, int WARPS, bool EARLY, bool HAS_Z, int PIECES, int EP, bool FAST = false>
 __device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {  // FAST: approximate exp / log (call 243)
     constexpr int RUN = Elem<S>::RUN, NRUN = 16 / RUN;
@@ -177,11 +177,12 @@ __device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {  // FAST: 
 }  // namespace
 
 // One entry point a launch: ssu_tma_<state><activations>_r<ROWS>_z<HAS_Z> (b: bf16, f: fp32), a one-warp CTA
-// whose rows come in one bulk copy before the wait.
+// whose rows come before the wait: 16 rows in one bulk copy; 32 in two of 16, each with its barrier, so the update
+// starts when the first half is in (calls 246-247: bf16 at 9 requests 1.085 -> 1.102x; two copies of 16 rows lose).
 #define SSU_TMA_ENTRY(SN, S, AN, A, R, Z)                                                             \
     extern "C" __global__ void __launch_bounds__(32)                                                  \
         ssu_tma_##SN##AN##_r##R##_z##Z(const __grid_constant__ SsuTmaParams p) {                      \
-        ssu_tma_body<S, A, R, 1, true, Z, 1, 1>(p);                                                   \
+        ssu_tma_body<S, A, R, 1, true, Z, R / 16, R / 16>(p);                                         \
     }
 #define SSU_TMA_TYPES(SN, S, AN, A)                                                                   \
     SSU_TMA_ENTRY(SN, S, AN, A, 16, 0)                                                                \
