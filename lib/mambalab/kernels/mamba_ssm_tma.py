@@ -34,7 +34,8 @@ collective fallback paths that ``__shfl_sync`` gets here sit after the exit), ye
 in the bench at 9 (1.028x, against 1.077-1.082x), and call 246 at 1 both in the bench (2.41 against 2.18 us) and after
 a torch kernel (3.61-3.62 against 3.48 us, two passes; call 239's 2.88 us there did not repeat); alone under Nsight
 Compute at 1 it takes 5.22 against 4.64 us with as many instructions, its warps stalled twice as long on global loads
-(Nsight's long-scoreboard stall ratio 3.52 against 1.79). The PTX pieces shared with the GDN's kernel live in
+(Nsight's long-scoreboard stall ratio 3.52 against 1.79): its SASS issues the token's last 16-byte load (C's second
+run) after the softplus of dt, which waits on dt's load, so the token costs two round trips in a row. The PTX pieces shared with the GDN's kernel live in
 ``cuda/tma_ptx.cuh`` (both kernels compile to the same SASS with it).
 
 The kernel is built with ``nvcc`` at first use and launched through the CUDA driver API
