@@ -224,3 +224,77 @@ def test_after_torch_column_and_summary_line(tmp_path):
                                  "rows": [r.__dict__ for r in pair(1, 2.0, 3.0)]}))
     old = gr.load(plain)
     assert "after torch" not in gr.comparison_table(old, "ssu") and "after a torch" not in gr.comparison_summary(old)
+
+
+# -- live runs in a child process: a kernel fault stops the child, not the notebook ------------------------------
+
+
+def _fake_bench_child(monkeypatch, *, stopped: str | None, write: bool = True):
+    """``subprocess.run`` of a ``python -m mambalab bench`` child that writes one row (and where it stopped)."""
+    seen = {}
+
+    def run(args, **kw):
+        import subprocess
+
+        seen["args"], seen["env"] = args, kw["env"]
+        env = {"device": "NVIDIA H200", "torch": "2.11", "triton": "3.6", "cuda": "13.0", "date": "2026-11-28"}
+        if stopped:
+            env["stopped"] = stopped
+        if write:
+            row = Row("conv", "mambalab", "fp32", 9, 16, 2.5, 100.0, 2.4, "skip")
+            Path(args[args.index("--json") + 1]).write_text(json.dumps(
+                {"environment": env, "copy_gbps": 4000.0, "rows": [row.__dict__]}))
+        return subprocess.CompletedProcess(args, 2 if stopped else 1, "conv rows\n", "Traceback: ... boom\n")
+
+    monkeypatch.setattr(gr, "DEVICE_TYPE", "cuda")
+    monkeypatch.setattr(gr.subprocess, "run", run)
+    return seen
+
+
+def test_a_live_run_is_a_bench_child_and_says_where_a_fault_stopped_it(monkeypatch):
+    why = "after 288 rows: RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered"
+    seen = _fake_bench_child(monkeypatch, stopped=why)
+    data = gr.measure(batches=[1, 9], kernels=("conv",), dtypes=("fp32",))
+    args = seen["args"]
+    assert args[1:4] == ["-m", "mambalab", "bench"] and seen["env"]["MAMBALAB_DEVICE"] == "cuda"
+    assert " ".join(args[4:]).startswith("--kernels conv --dtypes fp32 --batches 1,9 --null-rows both --quick")
+    assert data.live and data.find("conv", "fp32", 9, 16) is not None
+    text = gr.provenance(data)
+    assert "Measured now" in text and "stopped early, " + why in text and "rows before it are shown" in text
+    seen = _fake_bench_child(monkeypatch, stopped=None)
+    data = gr.measure_comparison()
+    assert seen["args"][4:8] == ["--batches", "1,8,64,256,512", "--null-rows", "skip"]
+    assert "--quick" not in seen["args"] and "stopped" not in gr.provenance(data)
+
+
+def test_a_live_run_that_wrote_no_rows_is_a_clear_error(monkeypatch):
+    _fake_bench_child(monkeypatch, stopped=None, write=False)
+    with pytest.raises(RuntimeError, match=r"(?s)wrote no rows \(exit 1\).*boom"):
+        gr.measure()
+
+
+def test_the_bench_keeps_the_rows_before_a_kernel_fault_and_says_so(monkeypatch, tmp_path):
+    from mambalab.gpu import bench
+
+    class Case:
+        def __init__(self, *args):
+            self.nbytes = 1
+
+    def fault(*args):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered\nmore")
+
+    monkeypatch.setattr(bench, "copy_bandwidth", lambda: 4000.0)
+    monkeypatch.setattr(bench, "CASES", {"conv": Case})
+    monkeypatch.setattr(bench, "_timed_calls", fault)
+    stopped: list[str] = []
+    rows, copy = bench.run(["conv"], ["fp32"], [1], [], 1.0, False, stopped=stopped)
+    assert rows == [] and copy == 4000.0
+    assert stopped == ["after 0 rows: RuntimeError: CUDA error: an illegal memory access was encountered"]
+    # the command line writes where it stopped into the JSON and exits with 2
+    monkeypatch.setattr(bench, "DEVICE_TYPE", "cuda")
+    monkeypatch.setattr(bench, "environment", lambda: {"device": "D"})
+    monkeypatch.setattr(bench, "_baseline_versions", lambda: {})
+    out = tmp_path / "run.json"
+    assert bench.main(["--kernels", "conv", "--dtypes", "fp32", "--batches", "1", "--no-baselines",
+                       "--json", str(out)]) == 2
+    assert json.loads(out.read_text())["environment"]["stopped"].startswith("after 0 rows: RuntimeError")

@@ -30,7 +30,9 @@ random base or made fresh as ``randn * 0.1``, and speculative decoding (``T`` = 
 request, 2-D indices, ``num_accepted_tokens``; the conv with varlen rows).
 
 Run: ``python -m mambalab bench [--kernels ssu,gdn,conv] [--dtypes fp32,bf16]
-[--batches 1,2,...] [--null-rows skip|move|both] [--quick] [--markdown FILE] [--json FILE]``.
+[--batches 1,2,...] [--null-rows skip|move|both] [--quick] [--markdown FILE] [--json FILE]``. A kernel fault
+ends the run: the rows before it are written, the JSON's environment says where it stopped (``"stopped"``) and the
+exit status is 2.
 """
 
 from __future__ import annotations
@@ -328,7 +330,9 @@ def plan(kernels, batches, padded, null_rows=("skip",), full: bool = True):
 
 def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
         null_rows: tuple[str, ...] = ("skip",), full: bool = True,
-        state_act: dict | None = None) -> tuple[list[Row], float]:
+        state_act: dict | None = None, stopped: list[str] | None = None) -> tuple[list[Row], float]:
+    """Rows of every configuration planned, and the copy peak. A kernel fault (which leaves the CUDA context
+    unusable) ends the run: the rows measured before it are returned and the fault appended to ``stopped``."""
     copy_gbps = copy_bandwidth()
     budget = int(budget_gb * 2**30)
     rows: list[Row] = []
@@ -379,7 +383,10 @@ def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
             torch.cuda.empty_cache()
     except (RuntimeError, torch.AcceleratorError if hasattr(torch, "AcceleratorError") else RuntimeError) as e:
         # a kernel fault leaves the CUDA context unusable: keep what was measured, say where it stopped
-        print(f"# STOPPED after {len(rows)} rows: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
+        why = f"after {len(rows)} rows: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+        print(f"# STOPPED {why}", flush=True)
+        if stopped is not None:
+            stopped.append(why)
     return rows, copy_gbps
 
 
@@ -467,8 +474,11 @@ def main(argv: list[str] | None = None) -> int:
     env.update(_baseline_versions())
     print(f"# {env}\n{HEADER}", flush=True)
     modes = ("skip", "move") if args.null_rows == "both" else (args.null_rows,)
+    stopped: list[str] = []
     rows, copy_gbps = run(kernels, dtypes, batches, [] if args.no_padded else PADDED, args.budget_gb,
-                          not args.no_baselines, modes, full=not args.quick)
+                          not args.no_baselines, modes, full=not args.quick, stopped=stopped)
+    if stopped:
+        env["stopped"] = stopped[0]
     print(f"copy peak: {copy_gbps:.0f} GB/s")
     if args.markdown:
         with open(args.markdown, "w") as f:
@@ -479,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"environment": env, "copy_gbps": copy_gbps, "rows": [asdict(r) for r in rows]}, f,
                       indent=1)
-    return 0
+    return 2 if stopped else 0  # 2: a kernel fault ended the run early (the rows before it are written)
 
 
 __all__ = ["main", "copy_bandwidth", "time_graph", "environment", "Row", "SETUPS", "NULL_ROW_MODES"]

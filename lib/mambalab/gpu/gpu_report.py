@@ -99,17 +99,34 @@ def load(path: str | Path) -> BenchData:
 
 def measure(batches: list[int] | None = None, kernels=("ssu", "gdn", "conv"), dtypes=("fp32", "bf16"),
             budget_gb: float = 24.0) -> BenchData:
-    """Time the kernels on this machine's GPU now (the benchmark's method, both null-row modes)."""
-    from mambalab.gpu import bench
+    """Time the kernels on this machine's GPU now (the benchmark's method, both null-row modes; the main
+    configurations: the bench's ``--quick``), in a child process (:func:`measure_in_child`)."""
+    return measure_in_child(["--kernels", ",".join(kernels), "--dtypes", ",".join(dtypes),
+                             "--batches", ",".join(map(str, batches or QUICK_BATCHES)), "--null-rows", "both",
+                             "--quick", "--budget-gb", str(budget_gb)])
+
+
+def measure_in_child(bench_args: list[str], *, timeout: float = 3600) -> BenchData:
+    """``python -m mambalab bench BENCH_ARGS --json F`` in a child process, its rows loaded as measured now.
+
+    A child, as the live replays and memcheck run: a kernel that faults (ours, or a baseline's: notebook 06's
+    live run on an H200 once stopped on an illegal memory access reported at fla-core's launch) leaves the CUDA
+    context of its process unusable, and that must not be the notebook's. The rows measured before a fault come
+    back, and :func:`provenance` says where the run stopped. ``RuntimeError`` if the child wrote no rows at all."""
+    import tempfile
 
     if DEVICE_TYPE != "cuda":
         raise RuntimeError("measuring needs a CUDA GPU; on this machine use load() (the recorded run)")
-    import torch
-
-    torch.manual_seed(0)
-    rows, copy = bench.run(list(kernels), list(dtypes), batches or QUICK_BATCHES, bench.PADDED, budget_gb,
-                           True, ("skip", "move"), full=False)  # the main configurations (section 7: all)
-    return BenchData(bench.environment(), copy, rows, live=True, source="measured now")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.json"
+        r = subprocess.run([sys.executable, "-m", "mambalab", "bench", *bench_args, "--json", str(out)],
+                           capture_output=True, text=True, timeout=timeout, env=child_env(MAMBALAB_DEVICE="cuda"))
+        if not out.exists():
+            tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-12:])
+            raise RuntimeError(f"the benchmark's child process wrote no rows (exit {r.returncode}):\n{tail}")
+        data = load(out)
+    data.live, data.source = True, "measured now"
+    return data
 
 
 def load_or_measure(recorded: str | Path = RECORDED_BENCH, *, live: bool | None = None) -> BenchData:
@@ -125,7 +142,9 @@ def provenance(data: BenchData) -> Text:
     what = (f"{env.get('device', '?')}, torch {env.get('torch', '?')}, Triton {env.get('triton', '?')}, "
             f"CUDA {env.get('cuda', '?')}")
     if data.live:
-        return Text(f"Measured now on this machine: {what}; device-to-device copy {data.copy_gbps:.0f} GB/s.")
+        stop = env.get("stopped")
+        return Text(f"Measured now on this machine: {what}; device-to-device copy {data.copy_gbps:.0f} GB/s."
+                    + (f"\nThe run stopped early, {stop}; the rows before it are shown." if stop else ""))
     date = env.get("date", "date not recorded")
     return Text(f"Recorded on {what} ({date}); device-to-device copy {data.copy_gbps:.0f} GB/s.\n"
                 f"No CUDA GPU here: these are the recorded numbers ({Path(data.source).name}), not a "
@@ -407,19 +426,10 @@ def load_comparison(recorded: str | Path = RECORDED_VLLM_BENCH, *, live: bool | 
 
 
 def measure_comparison(batches=(1, 8, 64, 256, 512), budget_gb: float = 24.0) -> BenchData:
-    """Time mambalab, vLLM and fla-core now (every configuration of the bench, a few batch sizes)."""
-    from mambalab.gpu import bench
-
-    if DEVICE_TYPE != "cuda":
-        raise RuntimeError("measuring needs a CUDA GPU; on this machine use load_comparison() (the recorded run)")
-    import torch
-
-    torch.manual_seed(0)
-    rows, copy = bench.run(["ssu", "gdn", "conv"], ["fp32", "bf16"], list(batches), bench.PADDED, budget_gb, True,
-                           ("skip",))
-    env = bench.environment()
-    env.update(bench._baseline_versions())
-    return BenchData(env, copy, rows, live=True, source="measured now")
+    """Time mambalab, vLLM and fla-core now (every configuration of the bench, a few batch sizes), in a child
+    process (:func:`measure_in_child`)."""
+    return measure_in_child(["--batches", ",".join(map(str, batches)), "--null-rows", "skip",
+                             "--budget-gb", str(budget_gb)])
 
 
 def comparison_provenance(data: BenchData) -> Text:
@@ -541,5 +551,5 @@ def exercise_cases(exercise_id: str) -> list[tuple[tuple, object]]:
 __all__ = ["BenchData", "load", "measure", "load_or_measure", "provenance", "bandwidth_table", "padding_rows",
            "padding_table", "targets", "targets_table", "replay_verdicts", "plot_bandwidth", "plot_padding", "memcheck_report",
            "ssu_bytes", "null_programs", "exercise_cases", "RECORDED_BENCH", "RECORDED_MEMCHECK",
-           "RECORDED_VLLM_BENCH", "load_comparison", "measure_comparison", "comparison_provenance",
-           "comparison_rows", "comparison_table", "comparison_summary"]
+           "RECORDED_VLLM_BENCH", "load_comparison", "measure_comparison", "measure_in_child",
+           "comparison_provenance", "comparison_rows", "comparison_table", "comparison_summary"]
