@@ -178,7 +178,8 @@ __device__ __forceinline__ void ssu_tma_body(const SsuTmaParams& p) {  // FAST: 
 
 // One entry point a launch: ssu_tma_<state><activations>_r<ROWS>_z<HAS_Z> (b: bf16, f: fp32), a one-warp CTA
 // whose rows come before the wait: 16 rows in one bulk copy; 32 in two of 16, each with its barrier, so the update
-// starts when the first half is in (calls 246-247: bf16 at 9 requests 1.085 -> 1.102x; two copies of 16 rows lose).
+// starts when the first half is in (calls 246-247: bf16 at 9 requests 1.085 -> 1.102x; the 16-row CTA in two copies
+// loses).
 #define SSU_TMA_ENTRY(SN, S, AN, A, R, Z)                                                             \
     extern "C" __global__ void __launch_bounds__(32)                                                  \
         ssu_tma_##SN##AN##_r##R##_z##Z(const __grid_constant__ SsuTmaParams p) {                      \
