@@ -244,7 +244,8 @@ def _fake_bench_child(monkeypatch, *, stopped: str | None, write: bool = True):
             row = Row("conv", "mambalab", "fp32", 9, 16, 2.5, 100.0, 2.4, "skip")
             Path(args[args.index("--json") + 1]).write_text(json.dumps(
                 {"environment": env, "copy_gbps": 4000.0, "rows": [row.__dict__]}))
-        return subprocess.CompletedProcess(args, 2 if stopped else 1, "conv rows\n", "Traceback: ... boom\n")
+        return subprocess.CompletedProcess(args, 2 if stopped else 0 if write else 1, "conv rows\n",
+                                           "Traceback: ... boom\n")
 
     monkeypatch.setattr(gr, "DEVICE_TYPE", "cuda")
     monkeypatch.setattr(gr.subprocess, "run", run)
@@ -286,10 +287,9 @@ def test_the_bench_keeps_the_rows_before_a_kernel_fault_and_says_so(monkeypatch,
     monkeypatch.setattr(bench, "copy_bandwidth", lambda: 4000.0)
     monkeypatch.setattr(bench, "CASES", {"conv": Case})
     monkeypatch.setattr(bench, "_timed_calls", fault)
-    stopped: list[str] = []
-    rows, copy = bench.run(["conv"], ["fp32"], [1], [], 1.0, False, stopped=stopped)
+    rows, copy, stopped = bench.run(["conv"], ["fp32"], [1], [], 1.0, False)
     assert rows == [] and copy == 4000.0
-    assert stopped == ["after 0 rows: RuntimeError: CUDA error: an illegal memory access was encountered"]
+    assert stopped == "after 0 rows: RuntimeError: CUDA error: an illegal memory access was encountered"
     # the command line writes where it stopped into the JSON and exits with 2
     monkeypatch.setattr(bench, "DEVICE_TYPE", "cuda")
     monkeypatch.setattr(bench, "environment", lambda: {"device": "D"})

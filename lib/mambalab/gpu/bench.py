@@ -330,12 +330,13 @@ def plan(kernels, batches, padded, null_rows=("skip",), full: bool = True):
 
 def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
         null_rows: tuple[str, ...] = ("skip",), full: bool = True,
-        state_act: dict | None = None, stopped: list[str] | None = None) -> tuple[list[Row], float]:
-    """Rows of every configuration planned, and the copy peak. A kernel fault (which leaves the CUDA context
-    unusable) ends the run: the rows measured before it are returned and the fault appended to ``stopped``."""
+        state_act: dict | None = None) -> tuple[list[Row], float, str | None]:
+    """Rows of every configuration planned, the copy peak, and where a kernel fault stopped the run (None: it did
+    not). A fault leaves the CUDA context unusable, so it ends the run: the rows measured before it are returned."""
     copy_gbps = copy_bandwidth()
     budget = int(budget_gb * 2**30)
     rows: list[Row] = []
+    stopped = None
     others = baselines() if extra_impls else {k: [] for k in kernels}
     global STATE_ACT
     saved = STATE_ACT
@@ -383,11 +384,9 @@ def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
             torch.cuda.empty_cache()
     except (RuntimeError, torch.AcceleratorError if hasattr(torch, "AcceleratorError") else RuntimeError) as e:
         # a kernel fault leaves the CUDA context unusable: keep what was measured, say where it stopped
-        why = f"after {len(rows)} rows: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
-        print(f"# STOPPED {why}", flush=True)
-        if stopped is not None:
-            stopped.append(why)
-    return rows, copy_gbps
+        stopped = f"after {len(rows)} rows: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+        print(f"# STOPPED {stopped}", flush=True)
+    return rows, copy_gbps, stopped
 
 
 def _fmt(r: Row) -> str:
@@ -474,11 +473,10 @@ def main(argv: list[str] | None = None) -> int:
     env.update(_baseline_versions())
     print(f"# {env}\n{HEADER}", flush=True)
     modes = ("skip", "move") if args.null_rows == "both" else (args.null_rows,)
-    stopped: list[str] = []
-    rows, copy_gbps = run(kernels, dtypes, batches, [] if args.no_padded else PADDED, args.budget_gb,
-                          not args.no_baselines, modes, full=not args.quick, stopped=stopped)
+    rows, copy_gbps, stopped = run(kernels, dtypes, batches, [] if args.no_padded else PADDED, args.budget_gb,
+                                   not args.no_baselines, modes, full=not args.quick)
     if stopped:
-        env["stopped"] = stopped[0]
+        env["stopped"] = stopped
     print(f"copy peak: {copy_gbps:.0f} GB/s")
     if args.markdown:
         with open(args.markdown, "w") as f:

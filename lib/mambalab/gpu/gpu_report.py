@@ -116,7 +116,8 @@ def measure_in_child(bench_args: list[str], *, timeout: float = 3600) -> BenchDa
     import tempfile
 
     if DEVICE_TYPE != "cuda":
-        raise RuntimeError("measuring needs a CUDA GPU; on this machine use load() (the recorded run)")
+        raise RuntimeError("measuring needs a CUDA GPU; on this machine use load() or load_comparison() (the "
+                           "recorded runs)")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
         r = subprocess.run([sys.executable, "-m", "mambalab", "bench", *bench_args, "--json", str(out)],
