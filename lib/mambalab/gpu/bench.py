@@ -112,8 +112,9 @@ STATE_ACT = {"ssu": [("fp32", "bf16"), ("bf16", "bf16"), ("fp32", "fp32")],
 SPEC_TOKENS = [2, 3, 4]
 SPEC_BATCHES = [1, 8, 64, 256]
 VARIANT_BATCHES = [1, 8, 64, 256, 512]  # batches of the secondary variants (z, fresh pools)
-# fla-core 0.6.0's fused_recurrent faulted (illegal address) at batch 512 in the bench's process on
-# the H200, after batches 1..256 had run (docs/results/gpu-session-notes.md): not timed above this.
+# fla-core is not timed above this batch: it faulted (illegal address) at 512 after 1..256 on the H200. Call 258
+# found why fla-core's launches faulted: the bench passed beta where fla-core 0.6.0 takes gk, and its kernel read
+# far past beta's end (mambalab.gpu.fla_baseline). The keyword call has not run at 512 on a GPU yet.
 FLA_MAX_BATCH = 256
 # The small-batch compared rows (pools cloned, A/dt per head) are also timed after a torch kernel that does not trigger
 # programmatic dependent launch (``time_graph_after_torch``): in the plain graph a launch follows the previous launch
@@ -238,25 +239,21 @@ def _legacy(kernel):
     return setup
 
 
-def setup_fla(active: int, dtype: torch.dtype, budget: int):
-    """fla-core's ``fused_recurrent_gated_delta_rule``: dense fp32 state per sequence, fresh final state."""
+def setup_fla(active: int, dtype: torch.dtype, budget: int, gate: list | None = None, device: str = "cuda"):
+    """fla-core's ``fused_recurrent_gated_delta_rule`` (:mod:`mambalab.gpu.fla_baseline`): dense fp32 state per
+    sequence, fresh final state. ``gate``: a list that gets fla's agreement with the reference, ``(ok, msg)``."""
     from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fla_fn  # type: ignore
 
+    from mambalab.gpu import fla_baseline
+
     H, HV, K, V = GDN["H"], GDN["HV"], GDN["K"], GDN["V"]
-    dev = "cuda"
-    # one token per sequence as a batch of length-1 sequences (q: [N, 1, H, K]), no cu_seqlens: fla caches
-    # what it derives from cu_seqlens by tensor identity, and in one process measuring many batch sizes
-    # that cache ended in illegal addresses (batch 64 after 57, then 257 after 256).
-    q = torch.randn(active, 1, H, K, device=dev, dtype=torch.bfloat16)
-    k = torch.nn.functional.normalize(torch.randn(active, 1, H, K, device=dev), dim=-1).to(torch.bfloat16)
-    v = torch.randn(active, 1, HV, V, device=dev, dtype=torch.bfloat16)
-    g = -torch.rand(active, 1, HV, device=dev) * 0.1
-    beta = torch.rand(active, 1, HV, device=dev).to(torch.bfloat16)
+    x = fla_baseline.inputs(active, device)
     pool_bytes = active * HV * K * V * 4 * 2
     L = _num_pools(pool_bytes, budget)
-    pools = [torch.randn(active, HV, K, V, device=dev, dtype=torch.float32) * 0.1 for _ in range(L)]
-    calls = [(lambda p=p: fla_fn(q, k, v, g, beta, initial_state=p, output_final_state=True))
-             for p in pools]
+    pools = [torch.randn(active, HV, K, V, device=device, dtype=torch.float32) * 0.1 for _ in range(L)]
+    if gate is not None:
+        gate.append(fla_baseline.agreement(fla_fn, x, pools[0]))
+    calls = [(lambda p=p: fla_baseline.call(fla_fn, x, p)) for p in pools]
     return calls, active * 2 * HV * K * V * 4
 
 
@@ -374,12 +371,15 @@ def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
             del case
             torch.cuda.empty_cache()
         for k, state, act, z, pools, active in fla_batches:
-            calls, nbytes = setup_fla(active, DTYPES[state], budget)
+            gate: list[tuple[bool, str]] = []
+            calls, nbytes = setup_fla(active, DTYPES[state], budget, gate)
+            if not gate[0][0]:
+                print(f"# GATE FAILED fla-core batch {active}: {gate[0][1]}", flush=True)
             us = time_graph(calls)
             del calls
             gbps = nbytes / (us * 1e-6) / 1e9
             rows.append(Row(k, "fla", state, active, active, us, gbps, 100 * gbps / copy_gbps, "skip",
-                            act, z, pools, 1, None))
+                            act, z, pools, 1, gate[0][0]))
             print(_fmt(rows[-1]), flush=True)
             torch.cuda.empty_cache()
     except (RuntimeError, torch.AcceleratorError if hasattr(torch, "AcceleratorError") else RuntimeError) as e:
