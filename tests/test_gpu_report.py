@@ -298,3 +298,16 @@ def test_the_bench_keeps_the_rows_before_a_kernel_fault_and_says_so(monkeypatch,
     assert bench.main(["--kernels", "conv", "--dtypes", "fp32", "--batches", "1", "--no-baselines",
                        "--json", str(out)]) == 2
     assert json.loads(out.read_text())["environment"]["stopped"].startswith("after 0 rows: RuntimeError")
+
+
+def test_fla_rows_timed_before_the_keyword_call_are_flagged(recorded):
+    """The recorded runs' fla-core rows (no gate verdict: the positional call that bound beta to gk) carry the
+    caveat; rows of the keyword call (gated) do not, and neither does a run without fla-core."""
+    assert any(r.impl == "fla" and r.agree is None for r in recorded.rows)
+    assert gr.FLA_UNGATED in gr.provenance(recorded)
+    assert gr.FLA_UNGATED in gr.comparison_provenance(gr.load_comparison())
+    row = Row("gdn", "fla", "fp32", 8, 8, 19.0, 1700.0, 45.0, "skip", agree=True)
+    gated = gr.BenchData(recorded.environment, recorded.copy_gbps, [row], live=True, source="measured now")
+    assert gr.FLA_UNGATED not in gr.provenance(gated)
+    gated.rows = [r for r in recorded.rows if r.impl != "fla"]
+    assert gr.FLA_UNGATED not in gr.provenance(gated)

@@ -21,7 +21,8 @@ them.
 Baselines (issue 14), timed on the same inputs after an agreement gate (outputs and updated slots
 of every implementation compared on one input; untouched slots bit-identical): vLLM's own decode
 kernels for all three (``scripts/vllm_baseline.py`` extracts them from the vLLM wheel into
-``.vllm/``, which this module puts on the path) and fla-core for the GDN.
+``.vllm/``, which this module puts on the path) and fla-core for the GDN (dense state, no slot indices: gated
+against the one-token rule in torch instead, :mod:`mambalab.gpu.fla_baseline`).
 
 Configurations (rows; ``Row.config``): state / activation dtypes (fp32 state with bf16 activations,
 as NemotronH-class models are served with ``mamba_ssm_cache_dtype=float32``; bf16 / bf16; fp32 /

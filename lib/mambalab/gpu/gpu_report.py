@@ -110,8 +110,8 @@ def measure_in_child(bench_args: list[str], *, timeout: float = 3600) -> BenchDa
     """``python -m mambalab bench BENCH_ARGS --json F`` in a child process, its rows loaded as measured now.
 
     A child, as the live replays and memcheck run: a kernel that faults (ours, or a baseline's: notebook 06's
-    live run on an H200 once stopped on an illegal memory access reported at fla-core's launch) leaves the CUDA
-    context of its process unusable, and that must not be the notebook's. The rows measured before a fault come
+    live runs on an H200 stopped on an illegal memory access in fla-core's kernel, called wrongly until call 258)
+    leaves the CUDA context of its process unusable, and that must not be the notebook's. The rows measured before a fault come
     back, and :func:`provenance` says where the run stopped. ``RuntimeError`` if the child wrote no rows at all."""
     import tempfile
 
@@ -137,19 +137,26 @@ def load_or_measure(recorded: str | Path = RECORDED_BENCH, *, live: bool | None 
     return measure() if live else load(recorded)
 
 
+FLA_UNGATED = ("fla-core's rows were timed before its call was found wrong (call 258): the bench passed beta where "
+               "fla-core 0.6.0 takes gk, so its kernel read past beta's end and ran with beta = 1. They time that "
+               "step, not the gated delta rule; the keyword call (mambalab.gpu.fla_baseline) has its own gate.")
+
+
 def provenance(data: BenchData) -> Text:
-    """Where the numbers come from: device, versions, date; recorded or measured now."""
+    """Where the numbers come from: device, versions, date; recorded or measured now. Rows of fla-core without a
+    gate verdict come from the call before its fix, and it says so (:data:`FLA_UNGATED`)."""
     env = data.environment
     what = (f"{env.get('device', '?')}, torch {env.get('torch', '?')}, Triton {env.get('triton', '?')}, "
             f"CUDA {env.get('cuda', '?')}")
+    fla = ("\n" + FLA_UNGATED) if any(r.impl == "fla" and r.agree is None for r in data.rows) else ""
     if data.live:
         stop = env.get("stopped")
         return Text(f"Measured now on this machine: {what}; device-to-device copy {data.copy_gbps:.0f} GB/s."
-                    + (f"\nThe run stopped early, {stop}; the rows before it are shown." if stop else ""))
+                    + (f"\nThe run stopped early, {stop}; the rows before it are shown." if stop else "") + fla)
     date = env.get("date", "date not recorded")
     return Text(f"Recorded on {what} ({date}); device-to-device copy {data.copy_gbps:.0f} GB/s.\n"
                 f"No CUDA GPU here: these are the recorded numbers ({Path(data.source).name}), not a "
-                f"measurement of this machine. On a GPU this cell measures live.")
+                f"measurement of this machine. On a GPU this cell measures live." + fla)
 
 
 # ---------------------------------------------------------------------------
