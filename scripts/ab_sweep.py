@@ -9,6 +9,8 @@ module-level rule between them. For each case: vLLM timed once; every variant ti
 then reversed), the best of each kept; the agreement gate (:func:`mambalab.gpu.bench_cases.agreement`) run for
 every variant on its first pass. Timing is the bench's: one CUDA graph of launches over as many pools as fit
 the budget (cold L2), ``do_bench`` median per launch. Rows go to ``$OUT/<prefix>-<part>.json`` as they come.
+A script that adds SSU entries or forms checks them first with :func:`ssu_reference_checks` (calls 243, 246 and 247
+each carried that loop themselves).
 """
 
 from __future__ import annotations
@@ -125,6 +127,57 @@ class Sweep:
         finally:
             NEIGHBOUR[0] = False
         return out
+
+
+def ssu_reference_checks(variants, setv, types, *, has_z=(False, True), batches=((1, 1), (9, 7)), nheads=128,
+                         dim=64, dstate=128, seed=700) -> list[dict]:
+    """Each SSU variant against the torch reference before it is timed: ``selective_state_update`` under the
+    early-load promise with every fix on, on Nemotron-H's head by default (128 heads of 64 x 128, 8 groups), A/dt
+    one a head, null rows among the live ones (``batches``: ``(batch, live)``), outputs poisoned, for every
+    ``(state dtype, activation dtype)`` of ``types`` and every ``has_z``. Prints the largest differences per check;
+    ``AssertionError`` naming the checks that exceed the kernel tests' tolerances. ``setv("base")`` after."""
+    import sys
+    from pathlib import Path
+
+    from mambalab.kernels import mamba_ssm
+    from mambalab.kernels.mamba_ssm_ref import selective_state_update_ref
+    from mambalab.kernels.testing import poison_, random_slot_indices, tolerance
+
+    tests = str(Path(__file__).resolve().parents[1] / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from test_kernel_selective_state_update import gen, make_case
+
+    results, bad = [], []
+    for v in variants:
+        for st, act in types:
+            for z in has_z:
+                for batch, live in batches:
+                    setv(v)
+                    case = make_case(seed + batch, rows=batch, nheads=nheads, dim=dim, dstate=dstate,
+                                     ngroups=min(nheads, 8), tied=True, slots=batch + 4, dtypes=(st, act), has_z=z)
+                    idx = random_slot_indices(batch, batch + 4, num_null_rows=batch - live, generator=gen(seed + 1))
+                    idx = idx.to(case.state.device)
+                    state, s_ref = case.state.clone(), case.state.clone()
+                    out, o_ref = poison_(torch.empty_like(case.kwargs["x"])), torch.empty_like(case.kwargs["x"])
+                    mamba_ssm.selective_state_update(state, out=out, state_batch_indices=idx, early_state_load=True,
+                                                     bugs=FIX, **case.kwargs)
+                    selective_state_update_ref(s_ref, out=o_ref, state_batch_indices=idx, **case.kwargs)
+                    r = dict(variant=v, state_dtype=str(st)[6:], act_dtype=str(act)[6:], z=z, batch=batch, live=live,
+                             ok=True)
+                    for name, got, want in (("out", out, o_ref), ("state", state, s_ref)):
+                        r[name] = (got.float() - want.float()).abs().max().item()
+                        rtol, atol = tolerance("ssu", got.dtype)
+                        if not torch.allclose(got.float(), want.float(), rtol=rtol, atol=atol):
+                            r["ok"] = False
+                    print(f"check {v} state {r['state_dtype']} act {r['act_dtype']} z={int(z)} batch {batch}/{live}: out "
+                          f"{r['out']:.2e} state {r['state']:.2e}{'' if r['ok'] else '  FAILED'}", flush=True)
+                    results.append(r)
+                    if not r["ok"]:
+                        bad.append(r)
+    setv("base")
+    assert not bad, f"{len(bad)} reference checks failed: {bad}"
+    return results
 
 
 def pair_sweep(label: str, shapes, make_pair, variants, setv, out_name: str) -> list[dict]:
