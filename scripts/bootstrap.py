@@ -76,7 +76,7 @@ def main() -> int:
     has_torch = subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0
     if not has_torch:
         run(*pip, os.environ.get("MAMBALAB_TORCH", "torch==2.13.0"))
-    run(*pip, "-e", str(ROOT))
+    run(*pip, "-e", f"{ROOT}[bench]")  # the bench extra: fla-core, whose kernel a test runs on the interpreter
     (target / ".installed").write_text("ok\n")
     return 0
 
