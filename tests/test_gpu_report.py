@@ -308,6 +308,8 @@ def test_fla_rows_timed_before_the_keyword_call_are_flagged(recorded):
     assert gr.FLA_UNGATED in gr.comparison_provenance(gr.load_comparison())
     row = Row("gdn", "fla", "fp32", 8, 8, 19.0, 1700.0, 45.0, "skip", agree=True)
     gated = gr.BenchData(recorded.environment, recorded.copy_gbps, [row], live=True, source="measured now")
-    assert gr.FLA_UNGATED not in gr.provenance(gated)
+    assert gr.FLA_UNGATED not in gr.provenance(gated) and "gate failed" not in gr.provenance(gated)
     gated.rows = [r for r in recorded.rows if r.impl != "fla"]
     assert gr.FLA_UNGATED not in gr.provenance(gated)
+    gated.rows = [row, Row("gdn", "fla", "fp32", 64, 64, 110.0, 2400.0, 60.0, "skip", agree=False)]
+    assert "fla-core's gate failed at batch 64:" in gr.provenance(gated)

@@ -144,11 +144,16 @@ FLA_UNGATED = ("fla-core's rows were timed before its call was found wrong (call
 
 def provenance(data: BenchData) -> Text:
     """Where the numbers come from: device, versions, date; recorded or measured now. Rows of fla-core without a
-    gate verdict come from the call before its fix, and it says so (:data:`FLA_UNGATED`)."""
+    gate verdict come from the call before its fix, and it says so (:data:`FLA_UNGATED`), as it names the batches
+    where fla-core's gate failed."""
     env = data.environment
     what = (f"{env.get('device', '?')}, torch {env.get('torch', '?')}, Triton {env.get('triton', '?')}, "
             f"CUDA {env.get('cuda', '?')}")
     fla = ("\n" + FLA_UNGATED) if any(r.impl == "fla" and r.agree is None for r in data.rows) else ""
+    failed = sorted({r.batch for r in data.rows if r.impl == "fla" and r.agree is False})
+    if failed:
+        fla += (f"\nfla-core's gate failed at batch {', '.join(map(str, failed))}: its output or final state differs "
+                f"from the one-token rule (mambalab.gpu.fla_baseline), so those rows time something else.")
     if data.live:
         stop = env.get("stopped")
         return Text(f"Measured now on this machine: {what}; device-to-device copy {data.copy_gbps:.0f} GB/s."
