@@ -15,6 +15,7 @@ import types
 import pytest
 import torch
 
+from mambalab.device import DEVICE_TYPE
 from mambalab.gpu import bench, fla_baseline
 from mambalab.kernels.gated_delta_rule_ref import fused_recurrent_gated_delta_rule_ref
 
@@ -83,7 +84,10 @@ def test_the_gate_fails_an_fla_that_computes_something_else():
 
 
 def test_fla_core_itself_agrees_where_importable():
+    """On the interpreter here; with ``MAMBALAB_DEVICE=cuda``, fla-core's compiled kernel on the GPU."""
     fla = pytest.importorskip("fla.ops.gated_delta_rule", reason="fla-core (pip install 'mambalab[bench]')")
     torch.manual_seed(0)
-    ok, msg = fla_baseline.agreement(fla.fused_recurrent_gated_delta_rule, fla_baseline.inputs(1, "cpu"), _h0(1, 3))
+    n = 1 if DEVICE_TYPE == "cpu" else 64
+    ok, msg = fla_baseline.agreement(fla.fused_recurrent_gated_delta_rule, fla_baseline.inputs(n, DEVICE_TYPE),
+                                     _h0(n, 3).to(DEVICE_TYPE))
     assert ok, msg
