@@ -63,9 +63,9 @@ def fake_fla(monkeypatch):
 def test_the_bench_binds_beta_to_beta_and_gates_fla(fake_fla):
     torch.manual_seed(0)
     state = 2 * HV * K * V * 4  # two sequences' fp32 states
-    gate: list = []
-    calls, nbytes = bench.setup_fla(2, torch.float32, 4 * state, gate, device="cpu")
-    assert gate == [(True, "")]
+    fn, x, pools = bench._fla_problem(2, 4 * state, device="cpu")  # what bench.run gates, then times
+    assert fla_baseline.agreement(fn, x, pools[0]) == (True, "")
+    calls, nbytes = bench.setup_fla(2, torch.float32, 4 * state, device="cpu")
     calls[0]()
     assert len(fake_fla) == 2 and all(c["beta"] is not None and c["beta"].shape == (2, 1, HV) for c in fake_fla)
     assert nbytes == 2 * state  # read and written once

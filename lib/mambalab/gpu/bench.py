@@ -104,6 +104,7 @@ def config_key(kernel: str, state: str, act: str, z: str = "z", pools: str = "fr
 from mambalab.gpu.bench_cases import (  # noqa: E402,F401
     CASES, CONV, GATE_TOL, GDN, SSU, Case, ConvCase, GDNCase, SSUCase, _esize, _indices, _rel_rms, agreement,
 )
+from mambalab.gpu import fla_baseline  # noqa: E402
 
 # Configurations users run (issue 14): (state, activations) per kernel, z for the SSU, the pools'
 # making, and speculative decoding (T tokens per request, 2-D indices, num_accepted_tokens).
@@ -240,22 +241,22 @@ def _legacy(kernel):
     return setup
 
 
-def setup_fla(active: int, dtype: torch.dtype, budget: int, gate: list | None = None, device: str = "cuda"):
-    """fla-core's ``fused_recurrent_gated_delta_rule`` (:mod:`mambalab.gpu.fla_baseline`): dense fp32 state per
-    sequence, fresh final state. ``gate``: a list that gets fla's agreement with the reference, ``(ok, msg)``."""
+def _fla_problem(active: int, budget: int, device: str = "cuda"):
+    """fla-core's function, one token's inputs (:func:`mambalab.gpu.fla_baseline.inputs`) and the dense fp32 state
+    pools of a cold-cache graph, each read and a fresh final state written per launch."""
     from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fla_fn  # type: ignore
 
-    from mambalab.gpu import fla_baseline
-
-    H, HV, K, V = GDN["H"], GDN["HV"], GDN["K"], GDN["V"]
-    x = fla_baseline.inputs(active, device)
-    pool_bytes = active * HV * K * V * 4 * 2
-    L = _num_pools(pool_bytes, budget)
+    HV, K, V = GDN["HV"], GDN["K"], GDN["V"]
+    L = _num_pools(fla_baseline.nbytes(active), budget)
     pools = [torch.randn(active, HV, K, V, device=device, dtype=torch.float32) * 0.1 for _ in range(L)]
-    if gate is not None:
-        gate.append(fla_baseline.agreement(fla_fn, x, pools[0]))
-    calls = [(lambda p=p: fla_baseline.call(fla_fn, x, p)) for p in pools]
-    return calls, active * 2 * HV * K * V * 4
+    return fla_fn, fla_baseline.inputs(active, device), pools
+
+
+def setup_fla(active: int, dtype: torch.dtype, budget: int, device: str = "cuda"):
+    """fla-core's ``fused_recurrent_gated_delta_rule`` (:mod:`mambalab.gpu.fla_baseline`): dense fp32 state per
+    sequence, fresh final state. The bench gates it too (:func:`run`); this is the launches alone."""
+    fn, x, pools = _fla_problem(active, budget, device)
+    return fla_baseline.calls(fn, x, pools), fla_baseline.nbytes(active)
 
 
 setup_ssu, setup_gdn, setup_conv = _legacy("ssu"), _legacy("gdn"), _legacy("conv")
@@ -372,15 +373,15 @@ def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
             del case
             torch.cuda.empty_cache()
         for k, state, act, z, pools, active in fla_batches:
-            gate: list[tuple[bool, str]] = []
-            calls, nbytes = setup_fla(active, DTYPES[state], budget, gate)
-            if not gate[0][0]:
-                print(f"# GATE FAILED fla-core batch {active}: {gate[0][1]}", flush=True)
-            us = time_graph(calls)
-            del calls
-            gbps = nbytes / (us * 1e-6) / 1e9
+            fn, x, states = _fla_problem(active, budget)
+            agree, msg = fla_baseline.agreement(fn, x, states[0])
+            if not agree:
+                print(f"# GATE FAILED fla-core batch {active}: {msg}", flush=True)
+            us = time_graph(fla_baseline.calls(fn, x, states))
+            del states
+            gbps = fla_baseline.nbytes(active) / (us * 1e-6) / 1e9
             rows.append(Row(k, "fla", state, active, active, us, gbps, 100 * gbps / copy_gbps, "skip",
-                            act, z, pools, 1, gate[0][0]))
+                            act, z, pools, 1, agree))
             print(_fmt(rows[-1]), flush=True)
             torch.cuda.empty_cache()
     except (RuntimeError, torch.AcceleratorError if hasattr(torch, "AcceleratorError") else RuntimeError) as e:

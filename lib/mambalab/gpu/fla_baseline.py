@@ -6,10 +6,11 @@ final state is a fresh tensor, so it cannot share the GDN case's pools and the v
 written out in torch (:func:`step_reference`), on the very inputs it is timed on.
 
 Every argument goes by keyword. fla-core 0.6.0's signature is ``(q, k, v, g, gk, gv, beta, ...)``; a call passing
-``beta`` fifth, as vLLM 0.33's copy of the function takes it, binds it to ``gk`` (a per-key decay ``[B, T, HV, K]``): the kernel then
-reads 128 values a head from a ``[B, T, HV]`` tensor, far past its end, and runs with ``beta`` all ones. The bench
-did exactly that until call 258 of docs/results/gpu-session-notes.md found it under compute-sanitizer (its
-"illegal memory access at fla-core's batch 128" of calls 251-257 was that read landing on an unmapped page).
+``beta`` fifth, as vLLM 0.33's copy of the function takes it, binds it to ``gk`` (a per-key decay
+``[B, T, HV, K]``): the kernel then reads 128 values a head from a ``[B, T, HV]`` tensor, far past its end, and
+runs with ``beta`` all ones. The bench did exactly that until call 258 of docs/results/gpu-session-notes.md found
+it under compute-sanitizer (its "illegal memory access at fla-core's batch 128" of calls 251-257 was that read
+landing on an unmapped page).
 """
 
 from __future__ import annotations
@@ -33,10 +34,20 @@ def inputs(active: int, device: str = "cuda") -> dict[str, torch.Tensor]:
         beta=torch.rand(active, 1, HV, device=device).to(torch.bfloat16))
 
 
+def nbytes(active: int) -> int:
+    """Bytes of state a launch moves: each sequence's fp32 ``[HV, K, V]`` state read, a fresh one written."""
+    return active * 2 * GDN["HV"] * GDN["K"] * GDN["V"] * 4
+
+
 def call(fn, x: dict[str, torch.Tensor], initial_state: torch.Tensor):
     """fla-core's ``fn`` on ``x`` from ``initial_state``, every tensor by keyword; returns ``(o, final_state)``."""
     return fn(q=x["q"], k=x["k"], v=x["v"], g=x["g"], beta=x["beta"], initial_state=initial_state,
               output_final_state=True)
+
+
+def calls(fn, x: dict[str, torch.Tensor], pools: list[torch.Tensor]) -> list:
+    """One launch a pool (:func:`call`), for a graph over the pools."""
+    return [(lambda p=p: call(fn, x, p)) for p in pools]
 
 
 def step_reference(x: dict[str, torch.Tensor], h0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,4 +82,4 @@ def agreement(fn, x: dict[str, torch.Tensor], h0: torch.Tensor) -> tuple[bool, s
     return not msgs, "; ".join(msgs)
 
 
-__all__ = ["inputs", "call", "step_reference", "agreement"]
+__all__ = ["inputs", "nbytes", "call", "calls", "step_reference", "agreement"]
