@@ -15,6 +15,7 @@ each carried that loop themselves).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -148,34 +149,28 @@ def ssu_reference_checks(variants, setv, types, *, has_z=(False, True), batches=
         sys.path.insert(0, tests)
     from test_kernel_selective_state_update import gen, make_case
 
-    results, bad = [], []
-    for v in variants:
-        for st, act in types:
-            for z in has_z:
-                for batch, live in batches:
-                    setv(v)
-                    case = make_case(seed + batch, rows=batch, nheads=nheads, dim=dim, dstate=dstate,
-                                     ngroups=min(nheads, 8), tied=True, slots=batch + 4, dtypes=(st, act), has_z=z)
-                    idx = random_slot_indices(batch, batch + 4, num_null_rows=batch - live, generator=gen(seed + 1))
-                    idx = idx.to(case.state.device)
-                    state, s_ref = case.state.clone(), case.state.clone()
-                    out, o_ref = poison_(torch.empty_like(case.kwargs["x"])), torch.empty_like(case.kwargs["x"])
-                    mamba_ssm.selective_state_update(state, out=out, state_batch_indices=idx, early_state_load=True,
-                                                     bugs=FIX, **case.kwargs)
-                    selective_state_update_ref(s_ref, out=o_ref, state_batch_indices=idx, **case.kwargs)
-                    r = dict(variant=v, state_dtype=str(st)[6:], act_dtype=str(act)[6:], z=z, batch=batch, live=live,
-                             ok=True)
-                    for name, got, want in (("out", out, o_ref), ("state", state, s_ref)):
-                        r[name] = (got.float() - want.float()).abs().max().item()
-                        rtol, atol = tolerance("ssu", got.dtype)
-                        if not torch.allclose(got.float(), want.float(), rtol=rtol, atol=atol):
-                            r["ok"] = False
-                    print(f"check {v} state {r['state_dtype']} act {r['act_dtype']} z={int(z)} batch {batch}/{live}: out "
-                          f"{r['out']:.2e} state {r['state']:.2e}{'' if r['ok'] else '  FAILED'}", flush=True)
-                    results.append(r)
-                    if not r["ok"]:
-                        bad.append(r)
+    results = []
+    for v, (st, act), z, (batch, live) in itertools.product(variants, types, has_z, batches):
+        setv(v)
+        case = make_case(seed + batch, rows=batch, nheads=nheads, dim=dim, dstate=dstate, ngroups=min(nheads, 8),
+                         tied=True, slots=batch + 4, dtypes=(st, act), has_z=z)
+        idx = random_slot_indices(batch, batch + 4, num_null_rows=batch - live, generator=gen(seed + 1))
+        idx = idx.to(case.state.device)
+        state, s_ref = case.state.clone(), case.state.clone()
+        out, o_ref = poison_(torch.empty_like(case.kwargs["x"])), torch.empty_like(case.kwargs["x"])
+        mamba_ssm.selective_state_update(state, out=out, state_batch_indices=idx, early_state_load=True, bugs=FIX,
+                                         **case.kwargs)
+        selective_state_update_ref(s_ref, out=o_ref, state_batch_indices=idx, **case.kwargs)
+        r = dict(variant=v, state_dtype=str(st)[6:], act_dtype=str(act)[6:], z=z, batch=batch, live=live, ok=True)
+        for name, got, want in (("out", out, o_ref), ("state", state, s_ref)):
+            r[name] = (got.float() - want.float()).abs().max().item()
+            rtol, atol = tolerance("ssu", got.dtype)
+            r["ok"] &= torch.allclose(got.float(), want.float(), rtol=rtol, atol=atol)
+        print(f"check {v} state {r['state_dtype']} act {r['act_dtype']} z={int(z)} batch {batch}/{live}: "
+              f"out {r['out']:.2e} state {r['state']:.2e}{'' if r['ok'] else '  FAILED'}", flush=True)
+        results.append(r)
     setv("base")
+    bad = [r for r in results if not r["ok"]]
     assert not bad, f"{len(bad)} reference checks failed: {bad}"
     return results
 
