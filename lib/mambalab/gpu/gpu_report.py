@@ -111,8 +111,9 @@ def measure_in_child(bench_args: list[str], *, timeout: float = 3600) -> BenchDa
 
     A child, as the live replays and memcheck run: a kernel that faults (ours, or a baseline's: notebook 06's
     live runs on an H200 stopped on an illegal memory access in fla-core's kernel, called wrongly until call 258)
-    leaves the CUDA context of its process unusable, and that must not be the notebook's. The rows measured before a fault come
-    back, and :func:`provenance` says where the run stopped. ``RuntimeError`` if the child wrote no rows at all."""
+    leaves the CUDA context of its process unusable, and that must not be the notebook's. The rows measured before a
+    fault come back, and :func:`provenance` says where the run stopped. ``RuntimeError`` if the child wrote no rows
+    at all."""
     import tempfile
 
     if DEVICE_TYPE != "cuda":
