@@ -114,10 +114,10 @@ STATE_ACT = {"ssu": [("fp32", "bf16"), ("bf16", "bf16"), ("fp32", "fp32")],
 SPEC_TOKENS = [2, 3, 4]
 SPEC_BATCHES = [1, 8, 64, 256]
 VARIANT_BATCHES = [1, 8, 64, 256, 512]  # batches of the secondary variants (z, fresh pools)
-# fla-core is not timed above this batch: it faulted (illegal address) at 512 after 1..256 on the H200. Call 258
-# found why fla-core's launches faulted: the bench passed beta where fla-core 0.6.0 takes gk, and its kernel read
-# far past beta's end (mambalab.gpu.fla_baseline). The keyword call has not run at 512 on a GPU yet.
-FLA_MAX_BATCH = 256
+# fla-core is timed up to this batch (the bench's largest). It once faulted (illegal address) at 512: call 258 found
+# that the bench passed beta where fla-core 0.6.0 takes gk, so its kernel read far past beta's end. Called by keyword
+# (mambalab.gpu.fla_baseline), it ran clean under compute-sanitizer memcheck at 1, 57, 128 and 512 (call 259).
+FLA_MAX_BATCH = 512
 # The small-batch compared rows (pools cloned, A/dt per head) are also timed after a torch kernel that does not trigger
 # programmatic dependent launch (``time_graph_after_torch``): in the plain graph a launch follows the previous launch
 # of the same kernel, which lets mambalab's kernels (PDL) overlap it; in a model the kernel before may not.
