@@ -301,11 +301,17 @@ def test_the_bench_keeps_the_rows_before_a_kernel_fault_and_says_so(monkeypatch,
 
 
 def test_fla_rows_timed_before_the_keyword_call_are_flagged(recorded):
-    """The recorded runs' fla-core rows (no gate verdict: the positional call that bound beta to gk) carry the
-    caveat; rows of the keyword call (gated) do not, and neither does a run without fla-core."""
+    """Runs recorded before call 258 (fla-core rows without a gate verdict: the positional call that bound beta to
+    gk) carry the caveat; the three-way recording since call 260 (the keyword call, gated) does not, and neither does
+    a run without fla-core. Recorded files only: on a GPU ``load_comparison()`` would measure for minutes."""
     assert any(r.impl == "fla" and r.agree is None for r in recorded.rows)
     assert gr.FLA_UNGATED in gr.provenance(recorded)
-    assert gr.FLA_UNGATED in gr.comparison_provenance(gr.load_comparison())
+    before = gr.load(Path(__file__).resolve().parents[1] / "docs/results/issue14-call248-recording-h200.json")
+    assert gr.FLA_UNGATED in gr.comparison_provenance(before)
+    now = gr.load_comparison(live=False)
+    fla = [r for r in now.rows if r.impl == "fla"]
+    assert fla and all(r.agree is True for r in fla) and max(r.batch for r in fla) == 512
+    assert gr.FLA_UNGATED not in gr.comparison_provenance(now)
     row = Row("gdn", "fla", "fp32", 8, 8, 19.0, 1700.0, 45.0, "skip", agree=True)
     gated = gr.BenchData(recorded.environment, recorded.copy_gbps, [row], live=True, source="measured now")
     assert gr.FLA_UNGATED not in gr.provenance(gated) and "gate failed" not in gr.provenance(gated)
