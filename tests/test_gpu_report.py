@@ -67,6 +67,11 @@ def test_padding_rows_are_differences_of_the_recorded_times(recorded):
     assert p["move_extra_us"] == pytest.approx(move.us - base.us)
     table = gr.padding_table(recorded)
     assert "9→16" in table and f"{skip.us:.2f}" in table
+    # what chapter 06 says: under the pre-#39064 guard only the GDN's padded rows move block 0's state
+    for d in ("fp32", "bf16"):
+        gdn, ssu, conv = (rows[(k, d, 9)] for k in ("gdn", "ssu", "conv"))
+        assert gdn["move_extra_us"] > gdn["skip_extra_us"] + 1.0, d
+        assert abs(ssu["move_us"] - ssu["skip_us"]) < 0.5 and abs(conv["move_us"] - conv["skip_us"]) < 0.5, d
 
 
 def test_targets_follow_the_thresholds():
@@ -105,7 +110,7 @@ def test_drawings(recorded):
         assert not box.overlaps(ax.get_window_extent()), ax.get_title()
     pad = gr.plot_padding(recorded)
     title = pad.axes[0].get_title(loc="left")
-    assert title.startswith("padding 9 -> 16") and "moved state" in title
+    assert title.startswith("padding 9 -> 16") and "pre-#39064 guard" in title
     assert len(pad.axes[0].patches) == 2 * len(recorded.kernels()) * len(recorded.dtypes())
 
 
@@ -134,6 +139,24 @@ def test_load_or_measure_without_a_gpu_loads_the_recorded_run(recorded):
     assert not data.live and data.rows == recorded.rows
     with pytest.raises(RuntimeError, match="CUDA GPU"):
         gr.measure()
+
+
+def test_the_chapter_draws_one_configuration_per_kernel_and_state(recorded):
+    """A run of today's bench times several configurations per kernel and state dtype (fp32 state with bf16 and with
+    fp32 activations, vLLM beside mambalab): sections 4-6 draw the main one (``Row.main``), one row per batch."""
+    rows = [Row("ssu", "mambalab", "fp32", 8, 8, 20.0, 3000.0, 70.0, act="fp32", z="none", pools="cloned"),
+            Row("ssu", "mambalab", "fp32", 8, 8, 18.0, 3600.0, 85.0, act="bf16", z="none", pools="cloned"),
+            Row("ssu", "mambalab", "fp32", 8, 8, 19.0, 3500.0, 83.0, act="bf16", z="z", pools="cloned"),
+            Row("ssu", "mambalab", "fp32", 8, 8, 17.0, 3900.0, 90.0, act="bf16", z="none", pools="cloned", tokens=2),
+            Row("conv", "mambalab", "fp32", 8, 8, 3.0, 900.0, 20.0, act="fp32", pools="cloned"),
+            Row("ssu", "mambalab", "bf16", 8, 8, 9.0, 3600.0, 85.0)]  # an older run's row: no act
+    data = gr.BenchData({}, 4000.0, rows)
+    assert [r.us for r in data.curve("ssu", "fp32")] == [18.0] and data.find("ssu", "fp32", 8).us == 18.0
+    assert data.find("conv", "fp32", 8).us == 3.0 and data.find("ssu", "bf16", 8).us == 9.0
+    for k in recorded.kernels():
+        for d in recorded.dtypes():
+            batches = [r.batch for r in recorded.curve(k, d)]
+            assert batches == sorted(set(batches)), (k, d)
 
 
 def test_exercise_cases():
@@ -303,10 +326,14 @@ def test_the_bench_keeps_the_rows_before_a_kernel_fault_and_says_so(monkeypatch,
 def test_fla_rows_timed_before_the_keyword_call_are_flagged(recorded):
     """Runs recorded before call 258 (fla-core rows without a gate verdict: the positional call that bound beta to
     gk) carry the caveat; the three-way recording since call 260 (the keyword call, gated) does not, and neither does
-    a run without fla-core. Recorded files only: on a GPU ``load_comparison()`` would measure for minutes."""
-    assert any(r.impl == "fla" and r.agree is None for r in recorded.rows)
-    assert gr.FLA_UNGATED in gr.provenance(recorded)
-    before = gr.load(Path(__file__).resolve().parents[1] / "docs/results/issue14-call248-recording-h200.json")
+    a run without fla-core, nor chapter 06's run since call 264. Recorded files only: on a GPU ``load_comparison()``
+    would measure for minutes."""
+    results = Path(__file__).resolve().parents[1] / "docs/results"
+    chapter_before = gr.load(results / "issue3-chapter-recording-h200.json")
+    assert any(r.impl == "fla" and r.agree is None for r in chapter_before.rows)
+    assert gr.FLA_UNGATED in gr.provenance(chapter_before)
+    assert gr.FLA_UNGATED not in gr.provenance(recorded)
+    before = gr.load(results / "issue14-call248-recording-h200.json")
     assert gr.FLA_UNGATED in gr.comparison_provenance(before)
     now = gr.load_comparison(live=False)
     fla = [r for r in now.rows if r.impl == "fla"]

@@ -81,6 +81,18 @@ class Row:
     us_after_torch: float | None = None  # µs/call, each launch after a torch kernel that does not trigger PDL
 
     @property
+    def main(self) -> bool:
+        """Whether the row is its kernel's main configuration for its state dtype (what :func:`plan` times first,
+        and notebook 06's sections 4-6 draw): the first activation dtype of ``STATE_ACT`` for that state, the SSU
+        without ``z``, pools cloned, one token, ``A``/``dt`` per head. Rows of older runs (no ``act``) are all
+        main: they timed one configuration per kernel and state dtype."""
+        if not self.act:
+            return True
+        act = next((a for s, a in STATE_ACT.get(self.kernel, ()) if s == self.dtype), self.dtype)
+        return (self.act == act and self.z == ("none" if self.kernel == "ssu" else "z") and self.pools == "cloned"
+                and self.tokens == 1 and self.dt == "head")
+
+    @property
     def config(self) -> str:
         """The configuration key of the row, without the implementation and batch."""
         return config_key(self.kernel, self.dtype, self.act or self.dtype, self.z, self.pools, self.tokens,
