@@ -89,8 +89,8 @@ class Row:
         if not self.act:
             return True
         act = next((a for s, a in STATE_ACT.get(self.kernel, ()) if s == self.dtype), self.dtype)
-        return (self.act == act and self.z == ("none" if self.kernel == "ssu" else "z") and self.pools == "cloned"
-                and self.tokens == 1 and self.dt == "head")
+        return (self.act == act and self.z == main_z(self.kernel) and self.pools == MAIN_POOLS and self.tokens == 1
+                and self.dt == "head")
 
     @property
     def config(self) -> str:
@@ -314,28 +314,35 @@ def _vllm_path() -> None:
             return
 
 
+MAIN_POOLS = "cloned"  # the main configuration's pools (fresh pools are a variant)
+
+
+def main_z(kernel: str) -> str:
+    """The main configuration's ``z``: the SSU without it, as ``mamba_mixer2`` calls it; the other kernels take no
+    ``z`` and keep the field's default."""
+    return "none" if kernel == "ssu" else "z"
+
+
 def plan(kernels, batches, padded, null_rows=("skip",), full: bool = True):
     """The rows to measure: (kernel, state, act, z, pools, tokens, active, captured, null_rows, dt)."""
     out = []
     for k in kernels:
         for state, act in STATE_ACT[k]:
-            main_pools = "cloned"
-            zs = ["none", "z"] if k == "ssu" else ["z"]
-            main_z = zs[0]
+            main_pools, main_k_z = MAIN_POOLS, main_z(k)
             shapes = [(b, b, "skip") for b in batches] + [(a, c, m) for a, c in padded for m in null_rows]
             for a, c, m in shapes:
-                out.append((k, state, act, main_z, main_pools, 1, a, c, m, "head"))
+                out.append((k, state, act, main_k_z, main_pools, 1, a, c, m, "head"))
             if full and act == "bf16":
                 vb = [b for b in VARIANT_BATCHES if b in batches]
                 for b in vb:
-                    out.append((k, state, act, main_z, "fresh", 1, b, b, "skip", "head"))
+                    out.append((k, state, act, main_k_z, "fresh", 1, b, b, "skip", "head"))
                     if k == "ssu":
                         out.append((k, state, act, "z", main_pools, 1, b, b, "skip", "head"))
-                        out.append((k, state, act, main_z, main_pools, 1, b, b, "skip", "element"))
+                        out.append((k, state, act, main_k_z, main_pools, 1, b, b, "skip", "element"))
             if full and (act == "bf16" or k == "conv"):
                 for T in SPEC_TOKENS:
                     for b in SPEC_BATCHES:
-                        out.append((k, state, act, main_z, main_pools, T, b, b, "skip", "head"))
+                        out.append((k, state, act, main_k_z, main_pools, T, b, b, "skip", "head"))
     return out
 
 
