@@ -82,15 +82,11 @@ class Row:
 
     @property
     def main(self) -> bool:
-        """Whether the row is its kernel's main configuration for its state dtype (what :func:`plan` times first,
-        and notebook 06's sections 4-6 draw): the first activation dtype of ``STATE_ACT`` for that state, the SSU
-        without ``z``, pools cloned, one token, ``A``/``dt`` per head. Rows of older runs (no ``act``) are all
+        """Whether the row is its kernel's main configuration for its state dtype (:func:`main_config`: what
+        :func:`plan` times first, and notebook 06's sections 4-6 draw). Rows of older runs (no ``act``) are all
         main: they timed one configuration per kernel and state dtype."""
-        if not self.act:
-            return True
-        act = next((a for s, a in STATE_ACT.get(self.kernel, ()) if s == self.dtype), self.dtype)
-        return (self.act == act and self.z == main_z(self.kernel) and self.pools == MAIN_POOLS and self.tokens == 1
-                and self.dt == "head")
+        return not self.act or main_config(self.kernel, self.dtype, self.act, self.z, self.pools, self.tokens,
+                                           self.dt)
 
     @property
     def config(self) -> str:
@@ -323,26 +319,33 @@ def main_z(kernel: str) -> str:
     return "none" if kernel == "ssu" else "z"
 
 
+def main_config(kernel: str, state: str, act: str, z: str, pools: str, tokens: int, dt: str) -> bool:
+    """Whether a configuration is its kernel's main one for its state dtype: the first activation dtype of
+    ``STATE_ACT`` for that state, :func:`main_z`, :data:`MAIN_POOLS`, one token, ``A``/``dt`` per head."""
+    main_act = next((a for s, a in STATE_ACT.get(kernel, ()) if s == state), state)
+    return act == main_act and z == main_z(kernel) and pools == MAIN_POOLS and tokens == 1 and dt == "head"
+
+
 def plan(kernels, batches, padded, null_rows=("skip",), full: bool = True):
     """The rows to measure: (kernel, state, act, z, pools, tokens, active, captured, null_rows, dt)."""
     out = []
     for k in kernels:
         for state, act in STATE_ACT[k]:
-            main_pools, main_k_z = MAIN_POOLS, main_z(k)
+            mz = main_z(k)
             shapes = [(b, b, "skip") for b in batches] + [(a, c, m) for a, c in padded for m in null_rows]
             for a, c, m in shapes:
-                out.append((k, state, act, main_k_z, main_pools, 1, a, c, m, "head"))
+                out.append((k, state, act, mz, MAIN_POOLS, 1, a, c, m, "head"))
             if full and act == "bf16":
                 vb = [b for b in VARIANT_BATCHES if b in batches]
                 for b in vb:
-                    out.append((k, state, act, main_k_z, "fresh", 1, b, b, "skip", "head"))
+                    out.append((k, state, act, mz, "fresh", 1, b, b, "skip", "head"))
                     if k == "ssu":
-                        out.append((k, state, act, "z", main_pools, 1, b, b, "skip", "head"))
-                        out.append((k, state, act, main_k_z, main_pools, 1, b, b, "skip", "element"))
+                        out.append((k, state, act, "z", MAIN_POOLS, 1, b, b, "skip", "head"))
+                        out.append((k, state, act, mz, MAIN_POOLS, 1, b, b, "skip", "element"))
             if full and (act == "bf16" or k == "conv"):
                 for T in SPEC_TOKENS:
                     for b in SPEC_BATCHES:
-                        out.append((k, state, act, main_k_z, main_pools, T, b, b, "skip", "head"))
+                        out.append((k, state, act, mz, MAIN_POOLS, T, b, b, "skip", "head"))
     return out
 
 
@@ -385,9 +388,10 @@ def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
                 rows.append(Row(k, impl, state, active, captured, us, gbps, 100 * gbps / copy_gbps, mode,
                                 act, z, pools, T, agree, dt, us_nb))
                 print(_fmt(rows[-1]), flush=True)
-            # fla-core: dense fp32 state, no slot indices: the unpadded decode rows of fp32 state, timed last
-            if ("fla" in others[k] and state == "fp32" and act == "bf16" and T == 1 and active == captured
-                    and pools == "cloned" and dt == "head" and active <= FLA_MAX_BATCH):
+            # fla-core: dense fp32 state, no slot indices: the main configuration's unpadded rows of fp32 state,
+            # timed last
+            if ("fla" in others[k] and state == "fp32" and active == captured and active <= FLA_MAX_BATCH
+                    and main_config(k, state, act, z, pools, T, dt)):
                 fla_batches.append((k, state, act, z, pools, active))
             del case
             torch.cuda.empty_cache()
