@@ -12,7 +12,8 @@ from mambalab.gpu import gpu_report as gr
 from mambalab.gpu.bench import Row
 from mambalab.device import DEVICE_TYPE
 
-EARLIER = Path(__file__).resolve().parents[1] / "docs" / "results" / "bench-h200.json"  # the first GPU run: no date, no null-row modes
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+EARLIER = RESULTS / "bench-h200.json"  # the first GPU run: no date, no null-row modes
 
 
 @pytest.fixture(scope="module")
@@ -328,12 +329,11 @@ def test_fla_rows_timed_before_the_keyword_call_are_flagged(recorded):
     gk) carry the caveat; the three-way recording since call 260 (the keyword call, gated) does not, and neither does
     a run without fla-core, nor chapter 06's run since call 264. Recorded files only: on a GPU ``load_comparison()``
     would measure for minutes."""
-    results = Path(__file__).resolve().parents[1] / "docs/results"
-    chapter_before = gr.load(results / "issue3-chapter-recording-h200.json")
+    chapter_before = gr.load(RESULTS / "issue3-chapter-recording-h200.json")
     assert any(r.impl == "fla" and r.agree is None for r in chapter_before.rows)
     assert gr.FLA_UNGATED in gr.provenance(chapter_before)
     assert gr.FLA_UNGATED not in gr.provenance(recorded)
-    before = gr.load(results / "issue14-call248-recording-h200.json")
+    before = gr.load(RESULTS / "issue14-call248-recording-h200.json")
     assert gr.FLA_UNGATED in gr.comparison_provenance(before)
     now = gr.load_comparison(live=False)
     fla = [r for r in now.rows if r.impl == "fla"]

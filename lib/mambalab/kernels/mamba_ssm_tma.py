@@ -24,20 +24,19 @@ it (the conv, then the SSU):
 * fp32 state, 16-row CTAs at 1: 1.284 / 1.201 (bench / layer) -> 1.323 / 1.315x. From 2 the bench loses 5-8% (2,
   fp32 activations: 1.211 -> 1.111x), and at 4 (1.078 -> 1.012x), so the Triton kernel keeps them.
 
-The source keeps call 237's body, whose warp, piece and early-piece switches it measured. The entries are one warp
-with every bulk copy before the wait: 16-row CTAs in one copy, 32-row CTAs in two of 16 rows, each counted by its own
-barrier, so that the update starts when the first half is in (calls 246-247,
-``docs/results/issue14-call24{6,7}-*.txt``: bf16 9 1.085 -> 1.102x, 10 1.064 -> 1.079x, 12 1.049 -> 1.059x, 8 1.106 ->
-1.112x in the bench, within 0.6% after a torch kernel and as a layer runs it; two copies of the 16-row CTA and four
-of either lose, as do the 32 rows on two warps). Without the switches the same step compiles to some 40% less code
-(the warp-collective fallback paths that ``__shfl_sync`` gets here sit after the exit), yet runs slower: call 239
-measured it in the bench at 9 (1.028x, against 1.077-1.082x), and call 246 at 1 both in the bench (2.41 against
-2.18 us) and after
-a torch kernel (3.61-3.62 against 3.48 us, two passes; call 239's 2.88 us there did not repeat); alone under Nsight
-Compute at 1 it takes 5.22 against 4.64 us with as many instructions, its warps stalled twice as long on global loads
-(Nsight's long-scoreboard stall ratio 3.52 against 1.79): its SASS issues the token's last 16-byte load (C's second
-run) after the softplus of dt, which waits on dt's load, so the token costs two round trips in a row. The PTX
-pieces shared with the GDN's kernel live in ``cuda/tma_ptx.cuh`` (both kernels compile to the same SASS with it).
+The source keeps call 237's body, whose warp, piece and early-piece switches it measured. The entries are one warp with
+every bulk copy before the wait: 16-row CTAs in one copy, 32-row CTAs in two of 16 rows, each counted by its own
+barrier, so that the update starts when the first half is in (calls 246-247, ``docs/results/issue14-call24{6,7}-*.txt``:
+bf16 9 1.085 -> 1.102x, 10 1.064 -> 1.079x, 12 1.049 -> 1.059x, 8 1.106 -> 1.112x in the bench, within 0.6% after a
+torch kernel and as a layer runs it; two copies of the 16-row CTA and four of either lose, as do the 32 rows on two
+warps). Without the switches the same step compiles to some 40% less code (the warp-collective fallback paths that
+``__shfl_sync`` gets here sit after the exit), yet runs slower: call 239 measured it in the bench at 9 (1.028x, against
+1.077-1.082x), and call 246 at 1 both in the bench (2.41 against 2.18 us) and after a torch kernel (3.61-3.62 against
+3.48 us, two passes; call 239's 2.88 us there did not repeat); alone under Nsight Compute at 1 it takes 5.22 against
+4.64 us with as many instructions, its warps stalled twice as long on global loads (Nsight's long-scoreboard stall ratio
+3.52 against 1.79): its SASS issues the token's last 16-byte load (C's second run) after the softplus of dt, which waits
+on dt's load, so the token costs two round trips in a row. The PTX pieces shared with the GDN's kernel live in
+``cuda/tma_ptx.cuh`` (both kernels compile to the same SASS with it).
 
 The kernel is built with ``nvcc`` at first use and launched through the CUDA driver API
 (:mod:`~mambalab.kernels.cuda_driver`, with PDL where :func:`~mambalab.kernels.common.use_pdl` allows it), so it
