@@ -186,27 +186,35 @@ def test_a_forced_rule_gives_the_reference(monkeypatch, batch, live):
     assert_untouched(case.state, state, touched_slots(idx))
 
 
-def _card_against_table(monkeypatch, seed, batch, live, tied, state_dtype, taken, card=H100, **kwargs):
+def _card_against_table(monkeypatch, seed, batch, live, tied, state_dtype, taken, card=H100, tokens=1, **kwargs):
     """A step of Nemotron-H's head (bf16 activations, z=None, padded rows as a CUDA graph pads) launched as on
     ``card`` and as on a card without a rule: ``taken(launch)`` tells the card's launch from the table's; the slots the table
     writes (an element's update is a thread's own; the outputs' sums over dstate may round otherwise across warps), the
-    reference's outputs and slots, untouched slots bit-identical."""
+    reference's outputs and slots, untouched slots bit-identical. ``tokens`` > 1: speculative decoding (2-D indices,
+    accepted counts 1..tokens, ``cu_seqlens``)."""
     seen = spy_launches(monkeypatch, ssu)
-    case = make_case(seed, rows=batch, nheads=128, dim=64, dstate=128, ngroups=8, tied=tied, slots=batch + 8,
-                     dtypes=(state_dtype, torch.bfloat16), has_z=False)
-    idx = random_slot_indices(batch, batch + 8, num_null_rows=batch - live, generator=gen(seed + 1)).to(DEVICE)
+    slots = batch * tokens + 8
+    case = make_case(seed, rows=batch, tokens=batch * tokens, nheads=128, dim=64, dstate=128, ngroups=8, tied=tied,
+                     slots=slots, dtypes=(state_dtype, torch.bfloat16), has_z=False)
+    idx = random_slot_indices(batch, slots, num_null_rows=batch - live, columns=tokens if tokens > 1 else None,
+                              generator=gen(seed + 1)).to(DEVICE)
+    step = dict(state_batch_indices=idx)
+    if tokens > 1:
+        step.update(num_accepted_tokens=torch.randint(1, tokens + 1, (batch,), generator=gen(seed + 2),
+                                                      dtype=torch.int32).to(DEVICE),
+                    cu_seqlens=torch.arange(0, batch * tokens + 1, tokens, dtype=torch.int32, device=DEVICE))
     results = []
     for name in (card, TABLE):
         monkeypatch.setattr(devices, "device_name", lambda device, n=name: n)
         state = same_layout_copy(case.state)
         out = poison_(torch.empty_like(case.kwargs["x"]))
-        selective_state_update(state, out=out, state_batch_indices=idx, **kwargs, **case.kwargs)
+        selective_state_update(state, out=out, **step, **kwargs, **case.kwargs)
         results.append((state, out))
         assert taken(seen[-1]) == (name == card), name
     (state, out), (state_table, out_table) = results
     assert torch.equal(state, state_table)
     torch.testing.assert_close(out, out_table, rtol=1e-2, atol=1e-2)
-    _against_reference(case, dict(state_batch_indices=idx), out, state, "ssu")
+    _against_reference(case, step, out, state, "ssu" if tokens == 1 else "ssu_spec")
     assert_untouched(case.state, state, touched_slots(idx))
 
 
@@ -263,3 +271,40 @@ def test_h200_early_half_on_a_gpu(monkeypatch, batch, live):
     slots as the table's launch, the reference's outputs and slots, padded rows and untouched slots as they were."""
     _card_against_table(monkeypatch, 170 + batch, batch, live, True, torch.float32,
                         lambda launch: bool(launch.get("EARLY_HALF")), card=H200, early_state_load=True)
+
+
+def test_the_h200_early_slot_rule_reaches_the_launch(monkeypatch):
+    """On the H200, an fp32 state, A/dt per head, under the early-load promise and PDL: from 9 to 16 x 128 request x
+    heads the source slot alone is read before the wait (EARLY_SLOT), one token or several; not where the state is
+    read early (8), from 17, for a bf16 state, A/dt per element, without the promise, on other cards."""
+    cuda = torch.device("cuda", 0)
+    assert not devices.ssu_early_slot(torch.device("cpu"), 4, True, 16 * 128)
+    monkeypatch.setattr(devices, "device_name", lambda device: H200)
+    assert [devices.ssu_early_slot(cuda, 4, True, rh) for rh in (9 * 128 - 1, 9 * 128, 16 * 128, 16 * 128 + 1)] == [
+        False, True, True, False]
+    assert not devices.ssu_early_slot(cuda, 2, True, 16 * 128) and not devices.ssu_early_slot(cuda, 4, False, 16 * 128)
+    seen = _caught(monkeypatch, H200)
+    fp32 = dict(state_dtype=torch.float32)
+    for batch, tokens, slot in ((8, 1, False), (9, 1, True), (16, 1, True), (17, 1, False), (8, 2, False),
+                                (12, 2, True), (16, 4, True), (24, 2, False)):
+        _launch_bf16(batch, tokens=tokens, **fp32)
+        kw = seen[-1][1]
+        assert bool(kw.get("EARLY_SLOT")) == slot and kw.get("USE_PDL"), (batch, tokens)
+        assert not (slot and kw.get("EARLY_STATE")), (batch, tokens)
+    for kwargs in (dict(early=False, **fp32), dict(tied=False, **fp32), {}):
+        _launch_bf16(16, **kwargs)
+        assert "EARLY_SLOT" not in seen[-1][1], kwargs
+    monkeypatch.setattr(devices, "device_name", lambda device: TABLE)
+    _launch_bf16(16, **fp32)
+    assert "EARLY_SLOT" not in seen[-1][1]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch,live,tokens", [(16, 9, 1), (12, 12, 1), (16, 11, 3)])
+def test_h200_early_slot_on_a_gpu(monkeypatch, batch, live, tokens):
+    """The H200's early slot for an fp32 state forced on whatever GPU runs this (the promise given): the same slots as
+    the table's launch, the reference's outputs and slots, padded rows and untouched slots as they were; one token
+    with a CUDA graph's padded rows, and speculative decoding."""
+    _card_against_table(monkeypatch, 190 + batch + tokens, batch, live, True, torch.float32,
+                        lambda launch: bool(launch.get("EARLY_SLOT")), card=H200, tokens=tokens,
+                        early_state_load=True)

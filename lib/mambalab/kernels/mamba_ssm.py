@@ -23,17 +23,15 @@ world)                                        arithmetic: on the interpreter
                                               GPU it is an illegal address
 ================  ==========================  ===============================
 
-(``guard-lt-zero``, #39064, changed only the FLA kernels: the SSU compares
-with the null block since #35431 itself. The kernel still honours the other
-modes when launched with them, for the tests and drawings.)
+(``guard-lt-zero``, #39064, changed only the FLA kernels: the SSU compares with the null block since #35431 itself.
+The kernel still honours the other modes when launched with them, for the tests and drawings.)
 
-The initial-state column under speculative decoding is
-``max(num_accepted - 1, 0)`` as upstream has always had it (there is no
-pre-fix world: ``zero-accepted`` is about the GDN kernels); the upper bound
-``min(., C - 1)`` is ours (the open #50021 adds one upstream).
+The initial-state column under speculative decoding is ``max(num_accepted - 1, 0)`` as upstream has always had it
+(there is no pre-fix world: ``zero-accepted`` is about the GDN kernels); the upper bound ``min(., C - 1)`` is ours
+(the open #50021 adds one upstream).
 
-A store column (``dst_state_batch_indices[r, t]``) the guard rejects skips
-that one store; the output of the token is still computed and written.
+A store column (``dst_state_batch_indices[r, t]``) the guard rejects skips that one store; the output of the token is
+still computed and written.
 
 A plain decode step (one token per request, the state stored back where it was read: ``ONE_TOKEN``,
 ``DST_IS_SRC``) runs straight through, without the token loop that speculative and varlen calls need.
@@ -64,7 +62,7 @@ from mambalab.device import INTERPRET
 from mambalab.kernels.common import (KernelFamily, guard_for, is_live_slot, prefetch_rows_l2, requests_a_program,
                                      use_pdl)
 from mambalab.kernels import mamba_ssm_kernels, mamba_ssm_tma
-from mambalab.kernels.mamba_ssm_devices import ssu_device_rule, ssu_early_half, ssu_untied_warps
+from mambalab.kernels.mamba_ssm_devices import ssu_device_rule, ssu_early_half, ssu_early_slot, ssu_untied_warps
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
 from mambalab.kernels.mamba_ssm_spec import _ssu_spec_tokens
@@ -121,6 +119,7 @@ def _ssu_kernel(
     SPEC_TOKENS: tl.constexpr = 0,  # > 0: a request of this many tokens runs them unrolled (ssu_kernel_options)
     SPEC_AHEAD: tl.constexpr = 1,  # ... with token t + SPEC_AHEAD's loads issued before token t's update
     ZIGZAG: tl.constexpr = False,  # with HEADS_FIRST, the requests in the order 0, n-1, 1, ... (common.program_row)
+    EARLY_SLOT: tl.constexpr = False,  # under PDL without EARLY_STATE: only the source slot read before the wait
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
@@ -140,6 +139,9 @@ def _ssu_kernel(
                 rows = tl.minimum(pid_m * BLOCK_M + tl.arange(0, BLOCK_M), dim - 1)
                 prefetch_rows_l2(state_ptr + hint * s_state_slot + pid_h * s_state_head, rows, s_state_dim,
                                  s_state_n, BLOCK_N, PREFETCH == 2)
+        if EARLY_SLOT:  # the slot's round trip off the path from the wait to the state's (mamba_ssm_devices)
+            slot_early = _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
+                                       HAS_NUM_ACCEPTED, CLAMP_ACCEPTED)
         if not EARLY_STATE:
             tl.extra.cuda.gdc_wait()
     # EARLY_STATE (only with USE_PDL): the metadata (indices, num_accepted, cu_seqlens), the state tile and the
@@ -166,8 +168,8 @@ def _ssu_kernel(
 
     # -- where the initial state comes from (and the guard) -------------------
     if HAS_INDICES:
-        src_slot = _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
-                                 HAS_NUM_ACCEPTED, CLAMP_ACCEPTED)
+        src_slot = slot_early if EARLY_SLOT else _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row,
+                                                               s_src_col, src_cols, HAS_NUM_ACCEPTED, CLAMP_ACCEPTED)
         if not is_live_slot(src_slot, null_block_id, GUARD):
             # A padded row: zero its outputs and leave, before touching state.
             # This is what makes padding cheap (a few bytes per program).
@@ -449,19 +451,17 @@ def selective_state_update(
     Updates ``state`` in place and returns ``out`` (allocated if None).
 
     Args:
-        state: ``(slots, nheads, dim, dstate)`` float32/bf16/fp16 state pool
-            (any strides: a page-padded view of a bigger buffer is fine).
+        state: ``(slots, nheads, dim, dstate)`` float32/bf16/fp16 state pool (any strides: a page-padded view of a
+            bigger buffer is fine).
         x, dt, z, out: ``(tokens, nheads, dim)``; x, z, out (and B, C) share a dtype.
-        A: ``(nheads, dim, dstate)``; D, dt_bias: ``(nheads, dim)``. When A, dt
-            and dt_bias are broadcast along dim/dstate (stride 0, as vLLM's
-            decode path passes them) one scalar per head is loaded.
-        B, C: ``(tokens, ngroups, dstate)``; head h uses group
-            ``h // (nheads // ngroups)``.
+        A: ``(nheads, dim, dstate)``; D, dt_bias: ``(nheads, dim)``. When A, dt and dt_bias are broadcast along
+            dim/dstate (stride 0, as vLLM's decode path passes them) one scalar per head is loaded.
+        B, C: ``(tokens, ngroups, dstate)``; head h uses group ``h // (nheads // ngroups)``.
         dt_softplus: apply ``softplus`` (threshold 20) to ``dt + dt_bias``.
-        state_batch_indices: None (row r uses slot r), ``(N,)`` or ``(N, C)``
-            (speculative decoding: read column ``num_accepted_tokens - 1``).
-        dst_state_batch_indices: where the new state goes (default: the
-            same indices); with 2-D indices token t's state goes to column t.
+        state_batch_indices: None (row r uses slot r), ``(N,)`` or ``(N, C)`` (speculative decoding: read column
+            ``num_accepted_tokens - 1``).
+        dst_state_batch_indices: where the new state goes (default: the same indices); with 2-D indices token t's
+            state goes to column t.
         null_block_id: the padding index (vLLM's ``NULL_BLOCK_ID``, 0).
         num_accepted_tokens: ``(N,)``: picks the initial-state column.
         cu_seqlens: ``(N + 1,)``: request r owns tokens
@@ -472,19 +472,16 @@ def selective_state_update(
             kernel), the ones before it, back to the first launched without PDL. Under PDL the indices, the
             state tile and ``A``, ``dt_bias``, ``D`` (weights) are then read before the wait (overlapping the
             previous kernel's tail); ``x``, ``dt``, ``B``, ``C``, ``z`` after it, and every store. Broken promise:
-            a stale state. Taken where faster (small batches: ``EARLY_STATE_MAX_*``); no effect without PDL
-            (interpreter, ``MAMBALAB_PDL=0``, pre-Hopper). A Mamba2 layer keeps it (``model/mamba_mixer2.py``).
-        bugs: a :class:`~mambalab.lab.bugs.BugConfig` (default: the active one);
-            only its ``kernel_guard`` matters here (see the module docstring:
-            a skipped request's output rows are zeros).
+            a stale state. Taken where faster (small batches: ``EARLY_STATE_MAX_*``; elsewhere, where a card's rule
+            says so, the source slot alone: :mod:`.mamba_ssm_devices`); no effect without PDL (interpreter,
+            ``MAMBALAB_PDL=0``, pre-Hopper). A Mamba2 layer keeps it (``model/mamba_mixer2.py``).
+        bugs: a :class:`~mambalab.lab.bugs.BugConfig` (default: the active one); only its ``kernel_guard`` matters
+            here (see the module docstring: a skipped request's output rows are zeros).
 
-    Also accepted: vLLM's head-less forms (``state (slots, dim, dstate)``,
-    ``x (batch, dim)``, ...) and a batched speculative form (``x (N, T,
-    nheads, dim)``, ``B (N, T, ngroups, dstate)``, 2-D indices).
-    Argument errors are ``TypeError``/``ValueError`` naming the argument;
-    index *values* are never checked on the host (that would synchronise with
-    the device): a bad one is the guard's business, and the sanitizer's on
-    the interpreter.
+    Also accepted: vLLM's head-less forms (``state (slots, dim, dstate)``, ``x (batch, dim)``, ...) and a batched
+    speculative form (``x (N, T, nheads, dim)``, ``B (N, T, ngroups, dstate)``, 2-D indices). Argument errors are
+    ``TypeError``/``ValueError`` naming the argument; index *values* are never checked on the host (that would
+    synchronise with the device): a bad one is the guard's business, and the sanitizer's on the interpreter.
     """
     p = prepare_ssu_inputs(state, x, dt, A, B, C, D, dt_bias, z, dt_softplus,
                            state_batch_indices, dst_state_batch_indices, null_block_id, out,
@@ -553,6 +550,9 @@ def selective_state_update(
             and hint[1] <= rh <= hint[2]):
         launch_opts["PREFETCH"] = hint[0]
     launch_opts.update({"EARLY_HALF": True} if half and early and pdl and kernel is _ssu_kernel else {})
+    if (card_rules and pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx
+            and "PREFETCH" not in launch_opts and ssu_early_slot(p.state.device, p.state.element_size(), tied, rh)):
+        launch_opts["EARLY_SLOT"] = True  # the source slot alone before PDL's wait (mamba_ssm_devices)
     if rh <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True
     if kernel is _ssu_kernel and _override is None:  # the unrolled speculative step, the register cap

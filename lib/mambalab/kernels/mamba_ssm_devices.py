@@ -5,7 +5,8 @@ GPU's name, where one card measured other shapes than the H200.
 (``vllm/model_executor/layers/mamba/ops/configs/selective_state_update/...,device_name=NVIDIA_H100_80GB_HBM3,...json``
 in 0.33); :mod:`.gated_delta_rule_devices` holds the GDN's. These rules cover one token a request with ``A``/``dt``
 per head (``mamba_mixer2``'s decode call) and a 16-bit state, (:data:`SSU_UNTIED_DEVICE_WARPS`) ``A``/``dt`` per
-element with an fp32 state, and (:data:`SSU_EARLY_HALF`) which row blocks of an fp32 state read it before PDL's wait.
+element with an fp32 state, (:data:`SSU_EARLY_HALF`) which row blocks of an fp32 state read it before PDL's wait,
+and (:data:`SSU_EARLY_SLOT`) where the source slot alone is read before it.
 Not a mirror of an upstream file.
 
 NVIDIA H100 80GB HBM3, bf16 state and activations, A/B interleaved beside vLLM 0.33 with the agreement gate
@@ -134,6 +135,28 @@ def ssu_early_half(device: torch.device, state_element_size: int, tied: bool, on
     if not (tied and one_token):
         return False
     span = _for_card(SSU_EARLY_HALF, device, state_element_size)
+    return span is not None and span[0] <= request_heads <= span[1]
+
+
+# Under PDL where the state is not read before the wait, the source slot alone is (``EARLY_SLOT``, under the layer's
+# early_state_load promise): the wait is then followed at once by the state's loads instead of the index's round trip,
+# for the programs that start before the previous kernel ends, a CUDA graph's padded rows among them. A/dt per head,
+# one token or several. Device name -> state element size -> (fewest, most request x heads). NVIDIA H200, fp32 state,
+# beside vLLM 0.33 (call 266, docs/results/issue14-call266-ssu-early-slot.txt; vLLM's time over ours, bench / after a
+# torch kernel): 9 -> 16 with bf16 activations 1.086 -> 1.095x / 1.059 -> 1.063x, with fp32 ones 1.083 -> 1.093x /
+# 1.054 -> 1.055x, as a layer runs it (the conv first) 1.143 -> 1.150x; 9 1.033 -> 1.037x / 1.009 -> 1.015x (fp32
+# activations 1.045 -> 1.049x / 1.011 -> 1.007x); 16 within 0.3% (bf16 / fp32 activations 1.059 / 1.056 -> 1.061 /
+# 1.054x, after a torch kernel -0.2 / -0.1%; z 1.054 -> 1.056x; layer even); T = 2 / 4 at 16 1.047 / 1.051 -> 1.051 /
+# 1.054x / 1.052 / 1.047 -> 1.058 / 1.048x. From 32 to 272 within 0.2% (one token, z, fp32 activations, T = 2 at 64,
+# layer at 64): not taken there, nor for a bf16 state (13 / 16 / 9 -> 16: +0.2 / +0.2 / +0.7% in the bench, -0.3 /
+# -0.4 / -0.6% after a torch kernel, layer even). No other card measured.
+SSU_EARLY_SLOT: dict[str, dict[int, tuple[int, int]]] = {"NVIDIA H200": {4: (9 * 128, 16 * 128)}}
+
+
+def ssu_early_slot(device: torch.device, state_element_size: int, tied: bool, request_heads: int) -> bool:
+    """Whether a launch on ``device`` that reads its state after PDL's wait reads its source slot before it
+    (:data:`SSU_EARLY_SLOT`), under the layer's ``early_state_load`` promise."""
+    span = _for_card(SSU_EARLY_SLOT, device, state_element_size) if tied else None
     return span is not None and span[0] <= request_heads <= span[1]
 
 
