@@ -149,7 +149,8 @@ def ssu_early_half(device: torch.device, state_element_size: int, tied: bool, on
 # 1.054x, after a torch kernel -0.2 / -0.1%; z 1.054 -> 1.056x; layer even); T = 2 / 4 at 16 1.047 / 1.051 -> 1.051 /
 # 1.054x / 1.052 / 1.047 -> 1.058 / 1.048x. From 32 to 272 within 0.2% (one token, z, fp32 activations, T = 2 at 64,
 # layer at 64): not taken there, nor for a bf16 state (13 / 16 / 9 -> 16: +0.2 / +0.2 / +0.7% in the bench, -0.3 /
-# -0.4 / -0.6% after a torch kernel, layer even). No other card measured.
+# -0.4 / -0.6% after a torch kernel, layer even). Call 269, as shipped, two passes (issue14-call269-*.txt): 9 -> 16
+# 0.6-0.9% faster in the bench, 0.9-1.0% as a layer runs it. No other card measured.
 SSU_EARLY_SLOT: dict[str, dict[int, tuple[int, int]]] = {"NVIDIA H200": {4: (9 * 128, 16 * 128)}}
 
 
