@@ -132,16 +132,16 @@ def _ssu_kernel(
         # Without EARLY_STATE nothing is read before the wait, so the order of reads and writes is the one
         # without PDL; what overlaps is the launch of this grid with the tail of the previous one.
         tl.extra.cuda.gdc_launch_dependents()
-        if PREFETCH:  # the metadata is read before the wait under early_state_load's promise, as EARLY_STATE
-            hint = _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
-                                 HAS_NUM_ACCEPTED, CLAMP_ACCEPTED)
-            if is_live_slot(hint, null_block_id, GUARD):
-                rows = tl.minimum(pid_m * BLOCK_M + tl.arange(0, BLOCK_M), dim - 1)
-                prefetch_rows_l2(state_ptr + hint * s_state_slot + pid_h * s_state_head, rows, s_state_dim,
-                                 s_state_n, BLOCK_N, PREFETCH == 2)
-        if EARLY_SLOT:  # the slot's round trip off the path from the wait to the state's (mamba_ssm_devices)
+        # The source slot read before the wait (early_state_load's promise, as EARLY_STATE): PREFETCH's hint goes
+        # there; under EARLY_SLOT it is the slot itself, its round trip off the path from the wait to the state.
+        if PREFETCH or EARLY_SLOT:
             slot_early = _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
                                        HAS_NUM_ACCEPTED, CLAMP_ACCEPTED)
+        if PREFETCH:  # an L2 hint for the state tile
+            if is_live_slot(slot_early, null_block_id, GUARD):
+                rows = tl.minimum(pid_m * BLOCK_M + tl.arange(0, BLOCK_M), dim - 1)
+                prefetch_rows_l2(state_ptr + slot_early * s_state_slot + pid_h * s_state_head, rows, s_state_dim,
+                                 s_state_n, BLOCK_N, PREFETCH == 2)
         if not EARLY_STATE:
             tl.extra.cuda.gdc_wait()
     # EARLY_STATE (only with USE_PDL): the metadata (indices, num_accepted, cu_seqlens), the state tile and the
