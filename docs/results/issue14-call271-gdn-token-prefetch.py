@@ -9,6 +9,8 @@ the first store. Variants, on every streaming launch with the early blocks:
 GDN one token, packed decode as the layer calls it, in the bench's harness, after a torch kernel ("-nb"), then
 layer pairs (the conv with its trigger, then the GDN); the agreement gate on each.
 
+Runs at 019756c, the commit with the switches (STREAM_V_PREFETCH / STREAM_PARAMS_EARLY); the next commit takes them out (not taken).
+
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call271-gdn-token-prefetch.py
 """
 import sys

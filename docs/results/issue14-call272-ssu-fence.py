@@ -8,6 +8,8 @@ one-token ``_ssu_kernel`` launch): "f1" the fence after the state's loads; "f3" 
 Reference checks first; then the bench, after a torch kernel ("-nb"), and as a layer runs it (the conv, then the
 SSU); the agreement gate on each.
 
+Runs at 019756c, the commit with the switches (mamba_ssm_kernels.FENCE); the next commit takes them out (not taken).
+
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call272-ssu-fence.py
 """
 import sys

@@ -65,14 +65,6 @@ def prefetch_rows_l2(base, rows, s_row, s_col, NCOLS: tl.constexpr, EVICT_LAST: 
                                   dtype=tl.int32, is_pure=False, pack=1)
 
 
-@triton.jit
-def prefetch_l1(ptrs):
-    """A hint, on a GPU only: ask L1 for the 128-byte lines holding ``ptrs`` (addresses inside their tensor); a
-    load of them afterwards hits L1. It holds no register and no scoreboard until that load."""
-    tl.inline_asm_elementwise("prefetch.global.L1 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
-                              is_pure=False, pack=1)
-
-
 #: Under the interpreter a one-token decode launch runs all its requests in one program (the ``*_requests``
 #: kernels: a launch costs programs x operations there). ``MAMBALAB_INTERPRETER_REQUESTS=0`` (or this set to
 #: False) keeps one request a program; results and the sanitizer's reports are the same either way.
@@ -163,6 +155,5 @@ def device_name(device: torch.device) -> str | None:
     return _cuda_device_name(device.index if device.index is not None else torch.cuda.current_device())
 
 
-__all__ = ["is_live_slot", "prefetch_l1", "prefetch_rows_l2", "program_row", "guard_for", "bound_accepted_for",
-           "KernelFamily",
+__all__ = ["is_live_slot", "prefetch_rows_l2", "program_row", "guard_for", "bound_accepted_for", "KernelFamily",
            "REQUESTS_A_PROGRAM", "requests_a_program", "use_pdl", "device_name"]

@@ -250,9 +250,6 @@ ZIGZAG_ROWS, ZIGZAG_STREAM = True, False
 # -> 16 / 16 / 32 / 64 +7 / +4 / +3 / +2% (156); its second block read before the first's store, capped +1-4% (158).
 STREAM_EARLY_STATE: dict[int, tuple] = {4: (1, 1 << 30, True, False), 2: (16, 1 << 30, False, True)}
 STREAM_ONE_MAXNREG = 128  # 112 / 96 / 80 (no spill locally): 1.15-3.0x the time (call 161)
-# With the early blocks, v's rows asked of L1 right after the wait (the kernel's V_PREFETCH), by state element size.
-STREAM_V_PREFETCH: frozenset = frozenset()
-STREAM_PARAMS_EARLY: frozenset = frozenset()  # ... and the gates' weights read before the wait (PARAMS_EARLY)
 # The streaming kernel's one-token step with q / k as loaded, their norms applied after the state's reductions (RAW_QK),
 # by state element size. H200 (call 162, issue14-call162-gdn-raw-qk.txt): fp32 8-32 +0-8% (fp32 activations at 9
 # 1.024 -> 1.104x), after a torch kernel -0.3-+12%, layer pairs 8 / 16 / 32 +8 / +2 / +2%; bf16 -1-+2%, not taken.
@@ -414,10 +411,6 @@ def _launch(
         pdl = early and use_pdl(q.device)  # PDL with the early blocks only (and their zigzag, zz)
         extra = dict(extra, EARLY_STATE=early, EARLY_ONE=early and one, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl,
                      **({"launch_pdl": True} if pdl else {}))
-        if early and state_in.element_size() in STREAM_V_PREFETCH:
-            extra["V_PREFETCH"] = True
-        if early and state_in.element_size() in STREAM_PARAMS_EARLY:
-            extra["PARAMS_EARLY"] = True
         extra.update({"maxnreg": STREAM_ONE_MAXNREG} if early and one else {},
                      RAW_QK=state_in.element_size() in STREAM_RAW_QK)
     spec = SPEC_STREAM.get(state_in.element_size()) if (

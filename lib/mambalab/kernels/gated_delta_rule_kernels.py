@@ -25,7 +25,7 @@ import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defin
 import triton
 import triton.language as tl
 
-from mambalab.kernels.common import is_live_slot, prefetch_l1, program_row
+from mambalab.kernels.common import is_live_slot, program_row
 
 
 @triton.jit
@@ -241,8 +241,6 @@ def _gdn_stream_kernel(
     EARLY_STATE: tl.constexpr = False,  # NB == 2: the slot and both blocks read first (before the wait, with PDL)
     EARLY_ONE: tl.constexpr = False,  # with EARLY_STATE: only the first block early, the second once it is computed
     RAW_QK: tl.constexpr = False,  # q, k not normalised before the state's reductions, their norms applied after
-    V_PREFETCH: tl.constexpr = False,  # with EARLY_STATE, a GPU only: v's rows asked of L1 right after the wait
-    PARAMS_EARLY: tl.constexpr = False,  # with EARLY_STATE and SIGMOID_GATING: A_log, dt_bias read before the wait
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
     ``HAS_INITIAL_STATE``, no ``num_accepted_tokens``), one token a sequence; with ``SIGMOID_GATING`` ``g`` and
@@ -300,9 +298,6 @@ def _gdn_stream_kernel(
             h_a = _load_rows(h0, slot, i_hv, o_va, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
             if not EARLY_ONE:
                 h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
-            if SIGMOID_GATING and PARAMS_EARLY:  # weights, which no kernel writes: their round trip before the wait
-                b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
-                b_dtb = tl.load(dt_bias + i_hv).to(tl.float32)
             if USE_PDL:
                 tl.extra.cuda.gdc_wait()
         p_tok_q = q + i_b * s_q_b + bos * s_q_t + i_h * s_q_h
@@ -311,18 +306,11 @@ def _gdn_stream_kernel(
         b_k = tl.load(p_tok_k + o_k * s_k_k, mask=mask_k, other=0.0).to(tl.float32)
         p_tok_g = g + i_b * s_g_b + bos * s_g_t + i_hv * s_g_h
         p_tok_beta = beta + i_b * s_beta_b + bos * s_beta_t + i_hv * s_beta_h
-        if EARLY_STATE and V_PREFETCH:  # v's and the gates' lines on their way now. ptxas issues some of their loads
-            # after the norms (the early state's loads hold most scoreboards): those then hit L1, not memory
-            rows_v = i_v * NB * RB + tl.arange(0, 2) * (NB * RB - 1)  # the program's first and last row
-            prefetch_l1(v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h + rows_v * s_v_v)
-            prefetch_l1(p_tok_g + tl.zeros([1], dtype=tl.int32))
-            if HAS_BETA:
-                prefetch_l1(p_tok_beta + tl.zeros([1], dtype=tl.int32))
-        if not SIGMOID_GATING:
-            b_A, b_dtb = 0.0, 0.0  # unused
-        elif not (EARLY_STATE and PARAMS_EARLY):  # g, beta are a, b (vLLM 0.33's packed decode): the gates from them
+        if SIGMOID_GATING:  # g, beta are a, b (vLLM 0.33's packed decode): the gates from them
             b_A = -tl.exp(tl.load(A_log + i_hv).to(tl.float32))
             b_dtb = tl.load(dt_bias + i_hv).to(tl.float32)
+        else:
+            b_A, b_dtb = 0.0, 0.0  # unused
         decay, b_beta = _token_gates(p_tok_g, p_tok_beta, 0, s_g_t, s_beta_t, b_A, b_dtb, softplus_beta,
                                      softplus_threshold, SIGMOID_GATING, HAS_BETA)
         if RAW_QK:  # q, k as loaded; their norms (and the scale) applied to the reductions below
