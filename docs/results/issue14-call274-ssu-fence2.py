@@ -14,6 +14,8 @@ one-token ``_ssu_kernel`` launch): "f1" the fence after the state's loads; "f3" 
 Reference checks first; then the bench, after a torch kernel ("-nb"), and as a layer runs it (the conv, then the
 SSU); the agreement gate on each.
 
+Runs at 0e1d7c1, the commit with the switch (mamba_ssm_kernels.FENCE); the next commit takes it out (not taken).
+
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call274-ssu-fence2.py
 """
 import sys

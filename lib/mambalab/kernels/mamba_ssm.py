@@ -120,7 +120,6 @@ def _ssu_kernel(
     SPEC_AHEAD: tl.constexpr = 1,  # ... with token t + SPEC_AHEAD's loads issued before token t's update
     ZIGZAG: tl.constexpr = False,  # with HEADS_FIRST, the requests in the order 0, n-1, 1, ... (common.program_row)
     EARLY_SLOT: tl.constexpr = False,  # under PDL without EARLY_STATE: only the source slot read before the wait
-    FENCE: tl.constexpr = 0,  # a GPU's one token: scheduling fences after the state's loads (1), the token's (2), both (3)
 ):
     # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
     # request (axis 1) and one head (axis 2). It keeps its state tile in
@@ -191,15 +190,7 @@ def _ssu_kernel(
     if EARLY_HALF:  # the even row blocks now, the odd ones after the wait (mamba_ssm_devices.SSU_EARLY_HALF)
         state = tl.load(head_state_ptr + src_slot * s_state_slot + tile, mask=mask_mn & (pid_m % 2 == 0), other=0.0)
     else:
-        dt_first = 0.0  # unused unless FENCE's 4
-        if FENCE // 4 == 1 and TIE_HDIM and not EARLY_STATE:  # the softplus' scalars issued ahead of the state
-            A_first = tl.load(A_ptr + pid_h * s_A_head).to(tl.float32)
-            dtb_first = tl.load(dt_bias_ptr + pid_h * s_dtb_head).to(tl.float32) if HAS_DT_BIAS else 0.0
-            dt_first = tl.load(dt_ptr + bos * s_dt_tok + pid_h * s_dt_head)
-            tl.debug_barrier()
         state = tl.load(head_state_ptr + src_slot * s_state_slot + tile, mask=mask_mn, other=0.0).to(tl.float32)
-        if FENCE % 2 == 1:
-            tl.debug_barrier()
 
     # -- per-head parameters (constant over the tokens) ------------------------
     group = pid_h // (HPG if HPG else heads_per_group)  # HPG: a shift, not a runtime division
@@ -207,9 +198,7 @@ def _ssu_kernel(
     C_ptrs = C_ptr + bos * s_C_tok + group * s_C_group + offs_n * s_C_n
     x_ptrs = x_ptr + bos * s_x_tok + pid_h * s_x_head + offs_m * s_x_dim
     mask_n = offs_n < dstate
-    if TIE_HDIM and FENCE // 4 == 1 and not EARLY_HALF and not EARLY_STATE:
-        A, dt_bias, dt_ptrs = A_first, dtb_first, dt_ptr + bos * s_dt_tok + pid_h * s_dt_head
-    elif TIE_HDIM:
+    if TIE_HDIM:
         A = tl.load(A_ptr + pid_h * s_A_head).to(tl.float32)
         dt_ptrs = dt_ptr + bos * s_dt_tok + pid_h * s_dt_head
         if HAS_DT_BIAS:
@@ -247,9 +236,7 @@ def _ssu_kernel(
         # The decode step proper (one token, its state back to its own slot): no
         # loop, so the compiler keeps one register layout from load to store.
         state, out = _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D,
-                                mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z, FAST_SOFTPLUS,
-                                FENCE // 2 % 2 == 1, dt_first, FENCE // 4 == 1 and TIE_HDIM and not EARLY_STATE
-                                and not EARLY_HALF)
+                                mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z, FAST_SOFTPLUS)
         if DST_IS_SRC:
             dst_slot = src_slot  # the same index tensor: the guard already passed it
             dst_live = True

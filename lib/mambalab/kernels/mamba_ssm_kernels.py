@@ -84,10 +84,6 @@ SPEC_UNROLL: dict[int, tuple[int, int, int]] = {2: (1, 4 * 128, 3), 4: (1, 2 * 1
 # batch 8-256 1.08-1.11 -> 1.10-1.18x (136 alike, 120 and below slower). Not taken: one token bf16 128 -> 112 (batch
 # 4-16 +1-2%, 32-512 even, with z at 8 1% slower; 96 and below slower); fp32 (159 one token, 95 several) at any cap.
 MAXNREG: dict[tuple[int, bool], int] = {(2, True): 128}
-# One token on a GPU: a scheduling fence (``tl.debug_barrier``, no instruction in a one-warp program) after the state's
-# loads (1) or the token's too (2), by state element size (_ssu_kernel's FENCE). Without it ptxas issues a quarter of
-# the fp32 tile's loads, then the softplus (waiting on dt), then the rest: a round trip between them.
-FENCE: dict[int, int] = {}
 
 
 def ssu_kernel_options(p, one_token: bool, on_gpu: bool) -> dict:
@@ -102,8 +98,6 @@ def ssu_kernel_options(p, one_token: bool, on_gpu: bool) -> dict:
     cap = MAXNREG.get((size, not one_token))
     if cap and on_gpu and not opts:
         opts["maxnreg"] = cap
-    if one_token and on_gpu and FENCE.get(size):
-        opts["FENCE"] = FENCE[size]
     return opts
 
 

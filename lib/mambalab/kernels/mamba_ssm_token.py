@@ -76,17 +76,10 @@ def _ssu_token_math(state, x, z, B, C, dt, A, dt_bias, D,
 @triton.jit
 def _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D, mask_m, mask_n,
                TIE_HDIM: tl.constexpr, HAS_DT_BIAS: tl.constexpr, DT_SOFTPLUS: tl.constexpr,
-               HAS_D: tl.constexpr, HAS_Z: tl.constexpr, FAST_SOFTPLUS: tl.constexpr = False,
-               FENCE: tl.constexpr = False, dt_given=0.0, DT_GIVEN: tl.constexpr = False):
+               HAS_D: tl.constexpr, HAS_Z: tl.constexpr, FAST_SOFTPLUS: tl.constexpr = False):
     """One token of the recurrence on a register tile: returns (new state, output rows), fp32. The gate ``z`` is
     loaded with ``x``, so its latency hides behind the state update (call 72, H200, bf16 state with ``z``: batch
-    8 / 16 / 64 / 256 1.006 / 1.058 / 1.037 / 1.044 -> 1.063 / 1.102 / 1.072 / 1.074x of vLLM; fp32 even).
-    ``FENCE`` (a GPU's one-warp programs): a scheduling fence after the loads, so ptxas issues them all before the
-    arithmetic rather than some after the softplus, a round trip later."""
+    8 / 16 / 64 / 256 1.006 / 1.058 / 1.037 / 1.044 -> 1.063 / 1.102 / 1.072 / 1.074x of vLLM; fp32 even)."""
     x, z, B, C, dt = _ssu_token_inputs(x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, mask_m, mask_n, TIE_HDIM, HAS_Z)
-    if DT_GIVEN:
-        dt = dt_given
-    if FENCE:
-        tl.debug_barrier()
     return _ssu_token_math(state, x, z, B, C, dt, A, dt_bias, D, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z,
                            FAST_SOFTPLUS)
