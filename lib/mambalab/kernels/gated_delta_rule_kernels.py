@@ -15,7 +15,10 @@ They mirror vLLM's copy of flash-linear-attention's ``fused_recurrent_gated_delt
   Each block's token is :func:`_stream_block`; with ``RAW_QK`` (``gated_delta_rule.STREAM_RAW_QK``) on ``q`` and ``k``
   as loaded, their norms and the scale applied to the block's reductions, so those need not wait for the norms.
   A sequence that is not one token long (varlen rows of 0 or several tokens) takes the general path in the same
-  program.
+  program. ptxas issues ``v``'s load only after the gates and norms (the early state's loads hold most of a warp's
+  scoreboards): asking L1 for ``v``'s and the gates' lines right after the wait was 0-7% slower on an H200, and
+  ``A_log`` / ``dt_bias`` read before the wait within 1% and slower as a layer runs it (call 271,
+  ``docs/results/issue14-call271-gdn-token-prefetch.txt``), so the order stays ptxas'.
 """
 
 from __future__ import annotations

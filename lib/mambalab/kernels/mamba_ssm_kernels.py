@@ -84,6 +84,11 @@ SPEC_UNROLL: dict[int, tuple[int, int, int]] = {2: (1, 4 * 128, 3), 4: (1, 2 * 1
 # batch 8-256 1.08-1.11 -> 1.10-1.18x (136 alike, 120 and below slower). Not taken: one token bf16 128 -> 112 (batch
 # 4-16 +1-2%, 32-512 even, with z at 8 1% slower; 96 and below slower); fp32 (159 one token, 95 several) at any cap.
 MAXNREG: dict[tuple[int, bool], int] = {(2, True): 128}
+# The one-token load order is ptxas': it issues 4 of the fp32 16-row tile's 16 state loads, then the softplus (which
+# waits on dt), then the other 12. A scheduling fence (``tl.debug_barrier``) that issues all 16 together ran 1-2% faster
+# alone under Nsight Compute, but beside vLLM with bf16 activations 1-5% slower in the bench and as a layer runs it (fp32
+# activations, the bf16 state: within 1%), dt and the head's scalars first or not (calls 272-274,
+# docs/results/issue14-call27{2,3,4}-*.txt): not taken.
 
 
 def ssu_kernel_options(p, one_token: bool, on_gpu: bool) -> dict:
