@@ -87,7 +87,7 @@ MAXNREG: dict[tuple[int, bool], int] = {(2, True): 128}
 # The one-token load order is ptxas': it issues 4 of the fp32 16-row tile's 16 state loads, then the softplus (which
 # waits on dt), then the other 12. A scheduling fence (``tl.debug_barrier``) that issues all 16 together ran 1-2% faster
 # alone under Nsight Compute, but beside vLLM with bf16 activations 1-5% slower in the bench and as a layer runs it (fp32
-# activations, the bf16 state: within 1%), dt and the head's scalars first or not (calls 272-274,
+# activations, the bf16 state: 0-1.6% slower), dt and the head's scalars first or not (calls 272-274,
 # docs/results/issue14-call27{2,3,4}-*.txt): not taken.
 
 
