@@ -546,12 +546,13 @@ def selective_state_update(
             else PREFETCH_STATE_UNTIED).get(p.state.element_size())
     if hint and card is not None and card.prefetch_min is not None:  # the card's own range (mamba_ssm_devices)
         hint = (hint[0], card.prefetch_min, hint[2])
-    if (pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx and hint
-            and hint[1] <= rh <= hint[2]):
+    # under PDL, the state read after the wait: the source slot may be read before it (early_state_load's promise)
+    slot_before_wait = pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx
+    if slot_before_wait and hint and hint[1] <= rh <= hint[2]:
         launch_opts["PREFETCH"] = hint[0]
     launch_opts.update({"EARLY_HALF": True} if half and early and pdl and kernel is _ssu_kernel else {})
-    if (card_rules and pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx
-            and "PREFETCH" not in launch_opts and ssu_early_slot(p.state.device, p.state.element_size(), tied, rh)):
+    if (slot_before_wait and card_rules and "PREFETCH" not in launch_opts
+            and ssu_early_slot(p.state.device, p.state.element_size(), tied, rh)):
         launch_opts["EARLY_SLOT"] = True  # the source slot alone before PDL's wait (mamba_ssm_devices)
     if rh <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True

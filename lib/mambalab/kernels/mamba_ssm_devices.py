@@ -92,6 +92,12 @@ def _for_card(table: dict, device: torch.device, state_element_size: int):
     return table.get(device_name(device) or "", {}).get(state_element_size)
 
 
+def _in_card_span(table: dict, device: torch.device, state_element_size: int, request_heads: int) -> bool:
+    """Whether ``request_heads`` lies in ``table``'s ``(fewest, most)`` span for ``device`` and the element size."""
+    span = _for_card(table, device, state_element_size)
+    return span is not None and span[0] <= request_heads <= span[1]
+
+
 # A/dt per element, one token (the untied kernel): device name -> state element size -> (fewest request x heads, warps
 # a program on the table's tile). NVIDIA H100 80GB HBM3, fp32 state, bf16 activations, 4 rows on 2 warps against the
 # table's 1 (call 181, docs/results/issue14-call181-ssu-el-warps-h100.txt): batch 16 / 64 / 128 / 256 / 512 1.019 /
@@ -132,10 +138,7 @@ def ssu_early_half(device: torch.device, state_element_size: int, tied: bool, on
     """Whether a launch on ``device`` reads the odd row blocks' state after PDL's wait (:data:`SSU_EARLY_HALF`);
     the launch then reads the rest before it under the layer's ``early_state_load`` promise, whatever the table's
     early range."""
-    if not (tied and one_token):
-        return False
-    span = _for_card(SSU_EARLY_HALF, device, state_element_size)
-    return span is not None and span[0] <= request_heads <= span[1]
+    return tied and one_token and _in_card_span(SSU_EARLY_HALF, device, state_element_size, request_heads)
 
 
 # Under PDL where the state is not read before the wait, the source slot alone is (``EARLY_SLOT``, under the layer's
@@ -157,8 +160,7 @@ SSU_EARLY_SLOT: dict[str, dict[int, tuple[int, int]]] = {"NVIDIA H200": {4: (9 *
 def ssu_early_slot(device: torch.device, state_element_size: int, tied: bool, request_heads: int) -> bool:
     """Whether a launch on ``device`` that reads its state after PDL's wait reads its source slot before it
     (:data:`SSU_EARLY_SLOT`), under the layer's ``early_state_load`` promise."""
-    span = _for_card(SSU_EARLY_SLOT, device, state_element_size) if tied else None
-    return span is not None and span[0] <= request_heads <= span[1]
+    return tied and _in_card_span(SSU_EARLY_SLOT, device, state_element_size, request_heads)
 
 
 def ssu_device_rule(device: torch.device, state_element_size: int, tied: bool, one_token: bool) -> SSUDeviceRule | None:
