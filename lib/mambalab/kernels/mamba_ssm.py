@@ -548,8 +548,8 @@ def selective_state_update(
         hint = (hint[0], card.prefetch_min, hint[2])
     # under PDL, the state read after the wait: the source slot may be read before it (early_state_load's promise)
     slot_before_wait = pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx
-    if slot_before_wait and hint and hint[1] <= rh <= hint[2]:
-        launch_opts["PREFETCH"] = hint[0]
+    if slot_before_wait and hint and hint[1] <= rh <= hint[2]:  # the hint; its slot reused: A/B switch (call 276)
+        launch_opts.update(PREFETCH=hint[0], **({"EARLY_SLOT": True} if mamba_ssm_kernels.PREFETCH_SLOT_REUSE else {}))
     launch_opts.update({"EARLY_HALF": True} if half and early and pdl and kernel is _ssu_kernel else {})
     if (slot_before_wait and card_rules and "PREFETCH" not in launch_opts
             and ssu_early_slot(p.state.device, p.state.element_size(), tied, rh)):
