@@ -132,8 +132,8 @@ def _ssu_kernel(
         # Without EARLY_STATE nothing is read before the wait, so the order of reads and writes is the one
         # without PDL; what overlaps is the launch of this grid with the tail of the previous one.
         tl.extra.cuda.gdc_launch_dependents()
-        # The source slot read before the wait (early_state_load's promise, as EARLY_STATE): PREFETCH's hint goes
-        # there; under EARLY_SLOT it is the slot itself, its round trip off the path from the wait to the state.
+        # The source slot read before the wait (early_state_load's promise): PREFETCH's hint goes there (the state's
+        # slot read again after it; reusing this one was no faster, call 276); under EARLY_SLOT it is the slot used.
         if PREFETCH or EARLY_SLOT:
             slot_early = _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, src_cols,
                                        HAS_NUM_ACCEPTED, CLAMP_ACCEPTED)
@@ -548,8 +548,8 @@ def selective_state_update(
         hint = (hint[0], card.prefetch_min, hint[2])
     # under PDL, the state read after the wait: the source slot may be read before it (early_state_load's promise)
     slot_before_wait = pdl and not early and early_state_load and kernel is _ssu_kernel and has_idx
-    if slot_before_wait and hint and hint[1] <= rh <= hint[2]:  # the hint; its slot reused: A/B switch (call 276)
-        launch_opts.update(PREFETCH=hint[0], **({"EARLY_SLOT": True} if mamba_ssm_kernels.PREFETCH_SLOT_REUSE else {}))
+    if slot_before_wait and hint and hint[1] <= rh <= hint[2]:
+        launch_opts["PREFETCH"] = hint[0]
     launch_opts.update({"EARLY_HALF": True} if half and early and pdl and kernel is _ssu_kernel else {})
     if (slot_before_wait and card_rules and "PREFETCH" not in launch_opts
             and ssu_early_slot(p.state.device, p.state.element_size(), tied, rh)):

@@ -84,14 +84,15 @@ SPEC_UNROLL: dict[int, tuple[int, int, int]] = {2: (1, 4 * 128, 3), 4: (1, 2 * 1
 # batch 8-256 1.08-1.11 -> 1.10-1.18x (136 alike, 120 and below slower). Not taken: one token bf16 128 -> 112 (batch
 # 4-16 +1-2%, 32-512 even, with z at 8 1% slower; 96 and below slower); fp32 (159 one token, 95 several) at any cap.
 MAXNREG: dict[tuple[int, bool], int] = {(2, True): 128}
-# A/B switch (call 276): under PREFETCH the launch also takes EARLY_SLOT, so the slot read before the wait for the
-# hint is the one the state is read from (no second index load after the wait).
-PREFETCH_SLOT_REUSE = False
 # The one-token load order is ptxas': it issues 4 of the fp32 16-row tile's 16 state loads, then the softplus (which
 # waits on dt), then the other 12. A scheduling fence (``tl.debug_barrier``) that issues all 16 together ran 1-2% faster
 # alone under Nsight Compute, but beside vLLM with bf16 activations 1-5% slower in the bench and as a layer runs it (fp32
 # activations, the bf16 state: 0-1.6% slower), dt and the head's scalars first or not (calls 272-274,
 # docs/results/issue14-call27{2,3,4}-*.txt): not taken.
+# Under the L2 hint (PREFETCH) a program reads its slot before the wait for the hint and again after it; the state
+# read from the first (EARLY_SLOT with PREFETCH: the index's load after the wait gone in the sm_90 SASS) was within
+# 0.1% one token at 17-512 and as a layer runs it, 0.1-0.7% slower at 17 and speculative at 64-256 on an H200 (call
+# 276, docs/results/issue14-call276-ssu-hint-slot.txt): not taken.
 
 
 def ssu_kernel_options(p, one_token: bool, on_gpu: bool) -> dict:
