@@ -63,7 +63,7 @@ from mambalab.kernels.common import (KernelFamily, guard_for, is_live_slot, pref
                                      use_pdl)
 from mambalab.kernels import mamba_ssm_kernels, mamba_ssm_tma
 from mambalab.kernels.mamba_ssm_devices import ssu_device_rule, ssu_early_half, ssu_early_slot, ssu_untied_warps
-from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_padded_out, _ssu_request_head, _ssu_src_slot
+from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
 from mambalab.kernels.mamba_ssm_spec import _ssu_spec_tokens
 from mambalab.kernels.mamba_ssm_token import _ssu_token
@@ -142,9 +142,6 @@ def _ssu_kernel(
                 rows = tl.minimum(pid_m * BLOCK_M + tl.arange(0, BLOCK_M), dim - 1)
                 prefetch_rows_l2(state_ptr + slot_early * s_state_slot + pid_h * s_state_head, rows, s_state_dim,
                                  s_state_n, BLOCK_N, PREFETCH == 2)
-        if EARLY_SLOT == 2:  # PAD_EXIT (A/B): a padded row's programs but its first leave before the wait
-            if pid_m > 0 and not is_live_slot(slot_early, null_block_id, GUARD):
-                return
         if not EARLY_STATE:
             tl.extra.cuda.gdc_wait()
     # EARLY_STATE (only with USE_PDL): the metadata (indices, num_accepted, cu_seqlens), the state tile and the
@@ -179,7 +176,11 @@ def _ssu_kernel(
             if USE_PDL:
                 if EARLY_STATE:
                     tl.extra.cuda.gdc_wait()
-            _ssu_padded_out(out_ptr, out_ptrs, s_out_tok, s_out_dim, offs_m, dim, seq_len, BLOCK_M, EARLY_SLOT == 2)
+            zeros = tl.zeros([BLOCK_M], dtype=tl.float32).to(out_ptr.dtype.element_ty)
+            t = tl.zeros([], dtype=tl.int32)
+            while t < seq_len:
+                tl.store(out_ptrs + t * s_out_tok, zeros, mask=mask_m)
+                t += 1
             return
     else:
         src_slot = pid_r.to(tl.int64)
@@ -553,7 +554,6 @@ def selective_state_update(
     if (slot_before_wait and card_rules and "PREFETCH" not in launch_opts
             and ssu_early_slot(p.state.device, p.state.element_size(), tied, rh)):
         launch_opts["EARLY_SLOT"] = True  # the source slot alone before PDL's wait (mamba_ssm_devices)
-    launch_opts.update({"EARLY_SLOT": 2} if slot_before_wait and mamba_ssm_kernels.PAD_EXIT else {})  # A/B (call 279)
     if rh <= SPEC_EARLY_DST_MAX and not one_token and kernel is _ssu_kernel and has_idx:
         launch_opts["EARLY_DST"] = True
     if kernel is _ssu_kernel and _override is None:  # the unrolled speculative step, the register cap

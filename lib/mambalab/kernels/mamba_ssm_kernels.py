@@ -49,22 +49,6 @@ def _ssu_src_slot(src_idx_ptr, num_accepted_ptr, pid_r, s_src_row, s_src_col, sr
     return src_slot
 
 
-@triton.jit
-def _ssu_padded_out(out_ptr, out_ptrs, s_out_tok, s_out_dim, offs_m, dim, seq_len, BLOCK_M: tl.constexpr,
-                    WHOLE_HEAD: tl.constexpr):
-    """A padded row's outputs zeroed (it reads and writes no state): the program's rows, or with ``WHOLE_HEAD`` (the
-    row's first program, its others gone before PDL's wait: ``EARLY_SLOT`` 2) every row of the head."""
-    zeros = tl.zeros([BLOCK_M], dtype=tl.float32).to(out_ptr.dtype.element_ty)
-    t = tl.zeros([], dtype=tl.int32)
-    while t < seq_len:
-        if WHOLE_HEAD:
-            for mb in range(0, tl.cdiv(dim, BLOCK_M)):
-                tl.store(out_ptrs + t * s_out_tok + mb * BLOCK_M * s_out_dim, zeros, mask=offs_m + mb * BLOCK_M < dim)
-        else:
-            tl.store(out_ptrs + t * s_out_tok, zeros, mask=offs_m < dim)
-        t += 1
-
-
 # The softplus of dt on the approximate exp2 / lg2 (``_softplus``'s ``FAST``), on a GPU, with A/dt per element or
 # several tokens a request; the interpreter keeps the exact form, so CPU results do not move. It runs once per row and
 # token: with A/dt per element for every thread's rows, it was about a sixth of that kernel's instructions (bf16 at
@@ -109,9 +93,10 @@ MAXNREG: dict[tuple[int, bool], int] = {(2, True): 128}
 # read from the first (EARLY_SLOT with PREFETCH: the index's load after the wait gone in the sm_90 SASS) was within
 # 0.1% one token at 17-512 and as a layer runs it, 0.1-0.7% slower at 17 and speculative at 64-256 on an H200 (call
 # 276, docs/results/issue14-call276-ssu-hint-slot.txt): not taken.
-# A/B switch (call 279): every launch whose source slot may be read before PDL's wait reads it there (EARLY_SLOT 2),
-# and a padded row's programs but the first leave before the wait; the first zeroes the head's outputs.
-PAD_EXIT = False
+# A CUDA graph's padded rows: with the slot read before the wait everywhere it may be, a padded row's programs but
+# its first leaving before the wait (the first zeroing the head's outputs) was 3-5% slower with an fp32 state and bf16
+# activations at 9 -> 16 / 16 (unpadded too) and as a layer runs it, even to +1% with fp32 activations or a bf16 state
+# (call 279, docs/results/issue14-call279-ssu-pad-exit.txt): not taken.
 
 
 def ssu_kernel_options(p, one_token: bool, on_gpu: bool) -> dict:
