@@ -250,6 +250,32 @@ def test_after_torch_column_and_summary_line(tmp_path):
     assert "after torch" not in gr.comparison_table(old, "ssu") and "after a torch" not in gr.comparison_summary(old)
 
 
+def test_comparison_misses_lists_every_row_short_of_its_target(three_way, tmp_path):
+    """The rows issue 14 leaves open, one line each: those short of the target as comparison_rows judges them, then
+    those behind vLLM after a torch kernel; a run that meets every target says so."""
+    rows = gr.comparison_rows(three_way)
+    text = gr.comparison_misses(three_way)
+    short = [r for r in rows if not r["met"]]
+    behind = [r for r in rows if r["speedup_after_torch"] is not None and r["speedup_after_torch"] < 1.0]
+    lines = text.splitlines()
+    assert lines[0] == f"short of the target in {len(short)} of {len(rows)} rows:"
+    assert lines[len(short) + 1] == f"behind vLLM after a torch kernel in {len(behind)} rows:"
+    assert len(lines) == len(short) + len(behind) + 2
+    for r in short:
+        assert any(r["config"] in x and f"{r['speedup']:.3f}x (asked 1.1x" in x for x in lines[1:len(short) + 1])
+    kw = dict(act="bf16", z="none", pools="cloned", agree=True)
+    ok = [Row("ssu", "mambalab", "fp32", 8, 8, 1.0, 0.0, 90.0, "skip", us_after_torch=1.0, **kw),
+          Row("ssu", "vllm", "fp32", 8, 8, 1.2, 0.0, 75.0, "skip", us_after_torch=1.1, **kw)]
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps({"environment": {"device": "D"}, "copy_gbps": 4000.0, "rows": [r.__dict__ for r in ok]}))
+    assert gr.comparison_misses(gr.load(path)).splitlines() == [
+        "short of the target in 0 of 1 rows:", "  none", "behind vLLM after a torch kernel in 0 rows:", "  none"]
+    slow = [Row(**{**ok[0].__dict__, "us": 1.15})] + ok[1:]
+    path.write_text(json.dumps({"environment": {"device": "D"}, "copy_gbps": 4000.0,
+                                "rows": [r.__dict__ for r in slow]}))
+    assert "1.043x (asked 1.1x; vLLM at 75.0% of copy)" in gr.comparison_misses(gr.load(path))
+
+
 # -- live runs in a child process: a kernel fault stops the child, not the notebook ------------------------------
 
 
