@@ -168,12 +168,17 @@ def test_exercise_cases():
         assert len(gr.exercise_cases(eid)) == 4
 
 
+def _run_of(tmp_path, rows, name="run.json", env=None) -> gr.BenchData:
+    """``rows`` written as the bench writes a run (copy peak 4000 GB/s), loaded back with :func:`gr.load`."""
+    path = tmp_path / name
+    path.write_text(json.dumps({"environment": env or {"device": "D"}, "copy_gbps": 4000.0,
+                                "rows": [r.__dict__ for r in rows]}))
+    return gr.load(path)
+
+
 def test_bench_json_round_trip(tmp_path):
     rows = [Row("conv", "mambalab", "bf16", 9, 16, 2.5, 100.0, 2.4, "move")]
-    path = tmp_path / "run.json"
-    path.write_text(json.dumps({"environment": {"device": "D", "date": "2030-01-01"}, "copy_gbps": 4000.0,
-                                "rows": [r.__dict__ for r in rows]}))
-    data = gr.load(path)
+    data = _run_of(tmp_path, rows, env={"device": "D", "date": "2030-01-01"})
     assert data.rows == rows and data.copy_gbps == 4000.0
 
 
@@ -230,11 +235,7 @@ def test_after_torch_column_and_summary_line(tmp_path):
         kw = dict(act="bf16", z="none", pools="cloned", agree=True)
         return [Row("ssu", "mambalab", "fp32", batch, batch, ml, 0.0, 50.0, "skip", us_after_torch=ml_nb, **kw),
                 Row("ssu", "vllm", "fp32", batch, batch, vl, 0.0, 40.0, "skip", us_after_torch=vl_nb, **kw)]
-    rows = pair(1, 2.0, 3.0, 3.5, 3.0) + pair(8, 10.0, 12.0, 11.0, 12.1) + pair(64, 100.0, 105.0)
-    path = tmp_path / "run.json"
-    path.write_text(json.dumps({"environment": {"device": "D"}, "copy_gbps": 4000.0,
-                                "rows": [r.__dict__ for r in rows]}))
-    data = gr.load(path)
+    data = _run_of(tmp_path, pair(1, 2.0, 3.0, 3.5, 3.0) + pair(8, 10.0, 12.0, 11.0, 12.1) + pair(64, 100.0, 105.0))
     by_batch = {r["batch"]: r for r in gr.comparison_rows(data)}
     assert by_batch[1]["speedup_after_torch"] == pytest.approx(3.0 / 3.5)
     assert by_batch[8]["speedup_after_torch"] == pytest.approx(12.1 / 11.0)
@@ -243,10 +244,7 @@ def test_after_torch_column_and_summary_line(tmp_path):
     assert "after torch" in table.splitlines()[0] and "0.86x" in table and "1.10x" in table
     assert "after a torch kernel that does not trigger PDL (batch <= 16): 2 rows timed, slower than vLLM in 1 " \
            "(0.86x at the least)" in gr.comparison_summary(data)
-    plain = tmp_path / "plain.json"
-    plain.write_text(json.dumps({"environment": {"device": "D"}, "copy_gbps": 4000.0,
-                                 "rows": [r.__dict__ for r in pair(1, 2.0, 3.0)]}))
-    old = gr.load(plain)
+    old = _run_of(tmp_path, pair(1, 2.0, 3.0), "plain.json")
     assert "after torch" not in gr.comparison_table(old, "ssu") and "after a torch" not in gr.comparison_summary(old)
 
 
@@ -266,14 +264,10 @@ def test_comparison_misses_lists_every_row_short_of_its_target(three_way, tmp_pa
     kw = dict(act="bf16", z="none", pools="cloned", agree=True)
     ok = [Row("ssu", "mambalab", "fp32", 8, 8, 1.0, 0.0, 90.0, "skip", us_after_torch=1.0, **kw),
           Row("ssu", "vllm", "fp32", 8, 8, 1.2, 0.0, 75.0, "skip", us_after_torch=1.1, **kw)]
-    path = tmp_path / "ok.json"
-    path.write_text(json.dumps({"environment": {"device": "D"}, "copy_gbps": 4000.0, "rows": [r.__dict__ for r in ok]}))
-    assert gr.comparison_misses(gr.load(path)).splitlines() == [
+    assert gr.comparison_misses(_run_of(tmp_path, ok, "ok.json")).splitlines() == [
         "short of the target in 0 of 1 rows:", "  none", "behind vLLM after a torch kernel in 0 rows:", "  none"]
     slow = [Row(**{**ok[0].__dict__, "us": 1.15})] + ok[1:]
-    path.write_text(json.dumps({"environment": {"device": "D"}, "copy_gbps": 4000.0,
-                                "rows": [r.__dict__ for r in slow]}))
-    assert "1.043x (asked 1.1x; vLLM at 75.0% of copy)" in gr.comparison_misses(gr.load(path))
+    assert "1.043x (asked 1.1x; vLLM at 75.0% of copy)" in gr.comparison_misses(_run_of(tmp_path, slow, "slow.json"))
 
 
 # -- live runs in a child process: a kernel fault stops the child, not the notebook ------------------------------

@@ -482,6 +482,11 @@ def comparison_rows(data: BenchData) -> list[dict]:
     return out
 
 
+def _batch_label(r: dict) -> str:
+    """A comparison row's batch: ``9``, or ``9>16`` where a CUDA graph padded 9 requests to 16."""
+    return f"{r['batch']}" if r["batch"] == r["captured"] else f"{r['batch']}>{r['captured']}"
+
+
 def comparison_table(data: BenchData, kernel: str, *, tokens: int | None = 1, batches=None,
                      configs: list[str] | None = None, speculative: bool = False) -> Text:
     """% of copy for mambalab / vLLM 0.33 / fla-core per configuration and batch, vLLM's time over
@@ -501,7 +506,7 @@ def comparison_table(data: BenchData, kernel: str, *, tokens: int | None = 1, ba
             f"{'target':>7}  gate" + ("  after torch" if nb else ""))
     lines = [head, "-" * len(head)]
     for r in rows:
-        b = f"{r['batch']}" if r["batch"] == r["captured"] else f"{r['batch']}>{r['captured']}"
+        b = _batch_label(r)
         fla = "-" if r["fla_pct"] is None else f"{r['fla_pct']:.0f}%"
         mark = "met" if r["met"] else "MISS"
         gate = {True: "ok", False: "FAIL", None: "-"}[r["gate"]]
@@ -547,8 +552,7 @@ def comparison_misses(data: BenchData) -> Text:
     rows = sorted(comparison_rows(data), key=lambda r: (r["kernel"], r["config"], r["captured"], r["batch"]))
 
     def line(r, ratio, why=""):
-        b = f"{r['batch']}" if r["batch"] == r["captured"] else f"{r['batch']}>{r['captured']}"
-        return f"  {r['config']:<56} {b:>7} {ratio:.3f}x{why}"
+        return f"  {r['config']:<56} {_batch_label(r):>7} {ratio:.3f}x{why}"
     short = [line(r, r["speedup"], f" (asked {r['need']:.1f}x; vLLM at {r['vllm_pct']:.1f}% of copy)")
              for r in rows if not r["met"]]
     behind = [line(r, r["speedup_after_torch"]) for r in rows
