@@ -58,9 +58,10 @@ class SSUCase(Case):
 
     kernel = "ssu"
 
-    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head"):
+    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head", shape=None):
         super().__init__(pools)
-        nh, hd, ds, ng = SSU["nheads"], SSU["headdim"], SSU["dstate"], SSU["ngroups"]
+        s = shape or SSU  # another model's or rank's (mambalab.gpu.model_shapes)
+        nh, hd, ds, ng = s["nheads"], s["headdim"], s["dstate"], s["ngroups"]
         dev = "cuda"
         self.state_dtype, self.T = state, tokens
         if tokens == 1:
@@ -131,9 +132,10 @@ class GDNCase(Case):
 
     kernel = "gdn"
 
-    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head"):
+    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head", shape=None):
         super().__init__(pools)
-        H, HV, K, V = GDN["H"], GDN["HV"], GDN["K"], GDN["V"]
+        s = shape or GDN
+        H, HV, K, V = s["H"], s["HV"], s["K"], s["V"]
         dev = "cuda"
         self.state_dtype, self.T, self.active = state, tokens, active
         if tokens == 1:
@@ -216,9 +218,11 @@ class ConvCase(Case):
 
     kernel = "conv"
 
-    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head"):
+    def __init__(self, active, captured, state, act, z=True, pools="fresh", tokens=1, dt="head", shape=None):
         super().__init__(pools)
-        dim, width = CONV["dim"], CONV["width"]
+        s = shape or CONV
+        dim, width = s["dim"], s["width"]
+        self.dim = dim
         dev = "cuda"
         self.state_dtype, self.T, self.active = state, tokens, active
         self.state_len = width - 1 + (tokens - 1)
@@ -244,7 +248,7 @@ class ConvCase(Case):
     def new_pool(self, scale=0.1):
         from mambalab.kernels.causal_conv1d import make_conv_state
 
-        s = make_conv_state(self.slots, CONV["dim"], self.state_len, self.state_dtype, "cuda")
+        s = make_conv_state(self.slots, self.dim, self.state_len, self.state_dtype, "cuda")
         s.copy_(torch.randn_like(s) * scale)
         return s
 

@@ -37,11 +37,10 @@ A plain decode step (one token per request, the state stored back where it was r
 ``DST_IS_SRC``) runs straight through, without the token loop that speculative and varlen calls need.
 
 Launch configuration (no autotune: autotuning would re-run the kernel on live state and apply the update several
-times) is chosen by a rule, see :func:`choose_launch_config` (and, where another card measured other shapes than
-the H200, :mod:`.mamba_ssm_devices`). Under the CPU interpreter a program takes several
-heads of a request (``LaunchConfig.block_h``, :mod:`mambalab.kernels.mamba_ssm_kernels`): the same results, half
-the programs or fewer. Where its rule says so (the H200 at a few requests), a decode runs on :mod:`.mamba_ssm_tma`'s
-CUDA kernel instead."""
+times) is chosen by a rule, see :func:`choose_launch_config` (and, where another card measured other shapes than the
+H200, :mod:`.mamba_ssm_devices`). Under the CPU interpreter a program takes several heads of a request
+(``LaunchConfig.block_h``, :mod:`mambalab.kernels.mamba_ssm_kernels`): the same results, half the programs or fewer.
+Where its rule says so (the H200 at a few requests), a decode runs on :mod:`.mamba_ssm_tma`'s CUDA kernel instead."""
 
 from __future__ import annotations
 
@@ -513,6 +512,7 @@ def selective_state_update(
         EARLY_STATE_MAX_REQUEST_HEADS if one_token else EARLY_STATE_MAX_REQUEST_HEADS_MULTI_TOKEN))
              and (tied or rh <= EARLY_STATE_MAX_UNTIED.get(p.state.element_size(), 0)))
     pdl = use_pdl(p.state.device) and (not small_fp32 or (early and EARLY_STATE_PDL_SMALL_FP32))
+    cfg = LaunchConfig(mamba_ssm_kernels.wide_state_rows(cfg.block_m, p.dstate), cfg.num_warps) if card_rules else cfg
     kernel, heads, reqs_a_program = _ssu_kernel, {}, 0
     if cfg.block_h > 1:
         exact = cfg.block_m == p.dim and triton.next_power_of_2(p.dstate) == p.dstate

@@ -99,6 +99,19 @@ MAXNREG: dict[tuple[int, bool], int] = {(2, True): 128}
 # (call 279, docs/results/issue14-call279-ssu-pad-exit.txt): not taken.
 
 
+# Rows a program where the state row is wider than the launch table's 128 (Falcon-H1's dstate 256,
+# mambalab.gpu.model_shapes): the table's rows were measured at dstate 128, so there its fp32 16-row tile is 16 KiB on
+# one warp (255 registers a thread in the local sm_90 compile, bf16 195-241; scripts/kernel_resources.py). An A/B
+# switch (call 281): 0 keeps the table's rows, d > 0 divides them by d x (BLOCK_N / 128).
+WIDE_STATE_DIV = 0
+
+
+def wide_state_rows(rows: int, dstate: int) -> int:
+    """A GPU tile's rows for a state ``dstate`` wide, from the table's ``rows`` (:data:`WIDE_STATE_DIV`)."""
+    wide = triton.next_power_of_2(dstate) // 128
+    return rows if wide <= 1 or not WIDE_STATE_DIV else max(1, rows // (wide * WIDE_STATE_DIV))
+
+
 def ssu_kernel_options(p, one_token: bool, on_gpu: bool) -> dict:
     """``_ssu_kernel``'s options for the launch of ``p`` (``mamba_ssm_ref.prepare_ssu_inputs``' result): a speculative
     step's tokens unrolled where :data:`SPEC_UNROLL` takes it (interpreter too), else the :data:`MAXNREG` cap on a
