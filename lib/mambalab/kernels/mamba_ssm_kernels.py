@@ -101,9 +101,15 @@ MAXNREG: dict[tuple[int, bool], int] = {(2, True): 128}
 
 # Rows a program where the state row is wider than the launch table's 128 (Falcon-H1's dstate 256,
 # mambalab.gpu.model_shapes): the table's rows were measured at dstate 128, so there its fp32 16-row tile is 16 KiB on
-# one warp (255 registers a thread in the local sm_90 compile, bf16 195-241; scripts/kernel_resources.py). An A/B
-# switch (call 281): 0 keeps the table's rows, d > 0 divides them by d x (BLOCK_N / 128).
-WIDE_STATE_DIV = 0
+# one warp (255 registers a thread in the local sm_90 compile, bf16 195-241; scripts/kernel_resources.py).
+# WIDE_STATE_DIV: 0 keeps the table's rows, d > 0 divides them by d x (BLOCK_N / 128). H200 beside vLLM 0.33 (call 281,
+# docs/results/issue14-call281-model-shapes.txt; vLLM's default tile there, 4 rows on 8 warps), Falcon-H1 1.5B / 7B,
+# vLLM's time over ours, table -> halved (1) / quartered (2): fp32 state, bf16 activations, 1 / 8 / 64 / 256
+# 1.43 / 1.25 / 1.25 / 1.27 -> 1.48 / 1.29 / 1.28 / 1.28x (2: 1.35 / 1.18 / 1.30 / 1.31x), 9 -> 16 2.09 -> 2.04x (2:
+# 1.11x); bf16 1 / 8 / 64 / 256 1.86-1.89 / 2.15 / 2.43 / 2.53-2.56 -> 2.18-2.21 / 2.19-2.20 / 2.43-2.54 / 2.65x; after
+# a torch kernel fp32 at 1 0.96 -> 1.02x (behind -> ahead), bf16 at 1 1.06 -> 1.18-1.20x. Halved: 20 of 28 rows
+# faster, fp32 9 -> 16 2% slower.
+WIDE_STATE_DIV = 1
 
 
 def wide_state_rows(rows: int, dstate: int) -> int:
