@@ -119,9 +119,7 @@ from mambalab.constants import NULL_BLOCK_ID
 from mambalab.device import DEVICE
 from mambalab.kernels.causal_conv1d_ref import parse_activation
 from mambalab.kernels.causal_conv1d_kernels import (
-    _causal_conv1d_decode_kernel,
-    _causal_conv1d_update_kernel,
-    _causal_conv1d_window_kernel,
+    _causal_conv1d_decode_kernel, _causal_conv1d_update_kernel, _causal_conv1d_window_kernel, rule_batch,
 )
 from mambalab.kernels.causal_conv1d_row_kernels import (_causal_conv1d_decode_row_kernel,
                                                      _causal_conv1d_window_row_kernel)
@@ -270,7 +268,8 @@ def decode_launch_config(dim: int, batch: int, dtype: torch.dtype, device: torch
     if device.type != "cuda":
         return triton.next_power_of_2(dim), 1, 1
     block_n = max(32, min(DECODE_COLUMN_BYTES // dtype.itemsize, triton.next_power_of_2(dim)))
-    rows = max(1, min(_decode_deep(batch, dtype.itemsize) or DECODE_ROWS, triton.next_power_of_2(batch)))
+    deep = _decode_deep(rule_batch(batch, dim), dtype.itemsize)  # the rules' batch: causal_conv1d_kernels
+    rows = max(1, min(deep or DECODE_ROWS, triton.next_power_of_2(batch)))
     return block_n, 1, rows
 
 
@@ -504,9 +503,10 @@ def causal_conv1d_update(
             if reqs > 1:  # every request in one program where all are live (causal_conv1d_requests.py)
                 kernel, opts["REQS"] = _causal_conv1d_decode_requests_kernel, reqs
         else:
-            deep = _decode_deep(batch, conv_state.dtype.itemsize)  # PDL there whatever PDL_MAX_BATCH_DECODE says
-            opts = _pdl_opts(batch, device, batch if deep else PDL_MAX_BATCH_DECODE.get(conv_state.dtype.itemsize, 8))
-            if not opts and _pdl_opts(batch, device, DECODE_TRIGGER.get(conv_state.dtype.itemsize, 0)):
+            rb = rule_batch(batch, dim)  # the batch as the rules see it (causal_conv1d_kernels.CONV_RULE_DIM)
+            deep = _decode_deep(rb, conv_state.dtype.itemsize)  # PDL there whatever PDL_MAX_BATCH_DECODE says
+            opts = _pdl_opts(rb, device, rb if deep else PDL_MAX_BATCH_DECODE.get(conv_state.dtype.itemsize, 8))
+            if not opts and _pdl_opts(rb, device, DECODE_TRIGGER.get(conv_state.dtype.itemsize, 0)):
                 opts = {"TRIGGER": True}
         sanitizer.launch(
             kernel,

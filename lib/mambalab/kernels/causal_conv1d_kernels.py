@@ -20,6 +20,17 @@ import triton.language as tl
 
 from mambalab.kernels.common import is_live_slot
 
+# The plain decode kernel's batch rules (causal_conv1d: PDL_MAX_BATCH_DECODE, DECODE_TRIGGER, DECODE_DEEP) were
+# measured at Qwen3-Next's 8192 channels; a tensor-parallel rank has fewer (TP 8: 1024, mambalab.gpu.model_shapes),
+# so the same batch is less work there. An A/B switch (call 282): 0 gives the rules the batch as it is; a channel
+# count gives them the batch of that many channels with the same work, cdiv(batch x dim, CONV_RULE_DIM).
+CONV_RULE_DIM = 0
+
+
+def rule_batch(batch: int, dim: int) -> int:
+    """The batch the decode kernel's rules are asked with (:data:`CONV_RULE_DIM`)."""
+    return batch if not CONV_RULE_DIM else max(1, -(-batch * dim // CONV_RULE_DIM))
+
 
 @triton.jit
 def _row_prologue(
