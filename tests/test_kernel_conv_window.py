@@ -161,8 +161,8 @@ def test_decode_deep_rule(monkeypatch):
     monkeypatch.setattr(conv_mod, "decode_kernel", lambda rows, device: conv_mod._causal_conv1d_decode_kernel)
     monkeypatch.setattr(conv_mod.sanitizer, "launch", lambda kernel, grid, *a, **kw: seen.append(kw.get("USE_PDL")))
     monkeypatch.setattr(common, "use_pdl", lambda device: True)
-    for batch, pdl in ((128, True), (136, None), (16, True)):
-        x = torch.zeros(batch, 64)
-        causal_conv1d_update(x, make_conv_state(batch + 1, 64, 3, torch.float32, "cpu"), torch.zeros(64, 4),
+    for batch, pdl in ((128, True), (136, None), (16, True)):  # at 8192 channels, where the rules' batch is the batch
+        x = torch.zeros(batch, 8192)
+        causal_conv1d_update(x, make_conv_state(batch + 1, 8192, 3, torch.float32, "cpu"), torch.zeros(8192, 4),
                              conv_state_indices=torch.arange(1, batch + 1, dtype=torch.int32))
         assert seen[-1] == pdl, batch

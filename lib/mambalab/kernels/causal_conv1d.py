@@ -231,12 +231,12 @@ DECODE_ROWS = 2
 # fp32 at 128 1.10 / 1.10 / 1.11 -> 1.13 / 1.14 / 1.14x, 112 / 120 1.08 / 1.10 -> 1.09 / 1.11x; slower at 96 (1.07
 # -> 1.03x), 136-160 (1.15 -> 1.09x at 136) and 57 (1.20 -> 1.16x), 4 rows without PDL slower everywhere.
 DECODE_DEEP: dict[int, tuple[int, int, int]] = {4: (4, 112, 128)}
-# Programmatic dependent launch for batches up to this many requests (0: never), per kernel. Measured on
-# an H200 (CUDA graphs, PDL off / on): the decode kernel 1.07-1.5x faster with it at batch 1..8; at 9..16
-# fp32 1.2-1.3x faster (2.47 -> 1.85 us at batch 9), bf16 0.65-0.8x (2.43 -> 3.01 us), at 32 fp32 even,
-# bf16 0.73x: so by the state's element size. The general kernel (speculative rows of width > 4 or more
-# than WINDOW_MAX_T tokens) 1.2-1.4x at batch 1, 0.4-0.75x at batch 8.
-PDL_MAX_BATCH_DECODE = {4: 16, 2: 8}
+# Programmatic dependent launch up to this many requests (0: never; for the decode kernel its rules' batch,
+# causal_conv1d_kernels.rule_batch), per kernel. H200, PDL off / on: the decode kernel 1.07-1.5x faster at 1..8; at
+# 9..16 fp32 1.2-1.3x (2.47 -> 1.85 us at 9), bf16 0.65-0.8x; fp32 to 24 (call 283, 8192 channels, beside vLLM: 20 /
+# 24 1.146 / 1.202 -> 1.316 / 1.278x; after a torch kernel 1.38 / 1.29 -> 1.17 / 1.20x; layer +0.5%). The general
+# kernel (speculative rows of width > 4 or more than WINDOW_MAX_T tokens) 1.2-1.4x at batch 1, 0.4-0.75x at 8.
+PDL_MAX_BATCH_DECODE = {4: 24, 2: 8}
 PDL_MAX_BATCH_GENERAL = 1
 # Where PDL_MAX_BATCH_DECODE leaves it off, the decode kernel still lets its dependents start at once (TRIGGER; the
 # kernel after it in a layer waits for it with PDL's wait), up to this many requests by state element size. H200,

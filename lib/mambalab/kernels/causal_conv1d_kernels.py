@@ -22,9 +22,15 @@ from mambalab.kernels.common import is_live_slot
 
 # The plain decode kernel's batch rules (causal_conv1d: PDL_MAX_BATCH_DECODE, DECODE_TRIGGER, DECODE_DEEP) were
 # measured at Qwen3-Next's 8192 channels; a tensor-parallel rank has fewer (TP 8: 1024, mambalab.gpu.model_shapes),
-# so the same batch is less work there. An A/B switch (call 282): 0 gives the rules the batch as it is; a channel
-# count gives them the batch of that many channels with the same work, cdiv(batch x dim, CONV_RULE_DIM).
-CONV_RULE_DIM = 0
+# so the same batch is less work there. CONV_RULE_DIM: 0 gives the rules the batch as it is; a channel count gives
+# them the batch of that many channels with the same work, cdiv(batch x dim, CONV_RULE_DIM). H200 beside vLLM 0.33
+# (call 282, docs/results/issue14-call282-conv-rule-dim.txt; vLLM's time over ours, as is -> scaled): fp32 Qwen3-Next
+# TP 8 at 32 / 64 / 128 0.845 / 0.838 / 0.815 -> 1.224 / 1.202 / 1.207x, TP 4 at 32 / 64 0.834 / 1.048 -> 1.208 /
+# 1.258x, NemotronH-8B TP 4 at 32 0.881 -> 1.112x, Falcon-H1-1.5B at 32 0.951 -> 1.145x (behind vLLM -> ahead); bf16
+# TP 8 / 4 at 16 1.033 / 1.124 -> 1.514 / 1.650x; as a layer runs it (the conv, then the GDN) even or faster (TP 8 fp32
+# at 64 1.131 -> 1.213x); after a torch kernel that does not trigger PDL slower, still ahead (TP 8 fp32 at 64 1.288 ->
+# 1.068x, bf16 at 16 1.486 -> 1.222x). At 8192 channels (the bench's) the batch is unchanged.
+CONV_RULE_DIM = 8192
 
 
 def rule_batch(batch: int, dim: int) -> int:
