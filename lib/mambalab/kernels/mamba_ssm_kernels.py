@@ -107,8 +107,8 @@ MAXNREG: dict[tuple[int, bool], int] = {(2, True): 128}
 # vLLM's time over ours, table -> halved (1) / quartered (2): fp32 state, bf16 activations, 1 / 8 / 64 / 256
 # 1.43 / 1.25 / 1.25 / 1.27 -> 1.48 / 1.29 / 1.28 / 1.28x (2: 1.35 / 1.18 / 1.30 / 1.31x), 9 -> 16 2.09 -> 2.04x (2:
 # 1.11x); bf16 1 / 8 / 64 / 256 1.86-1.89 / 2.15 / 2.43 / 2.53-2.56 -> 2.18-2.21 / 2.19-2.20 / 2.43-2.54 / 2.65x; after
-# a torch kernel fp32 at 1 0.96 -> 1.02x (behind -> ahead), bf16 at 1 1.06 -> 1.18-1.20x. Halved: 20 of 28 rows
-# faster, fp32 9 -> 16 2% slower.
+# a torch kernel fp32 at 1 0.96 -> 1.02x (behind -> ahead), bf16 at 1 1.06 -> 1.18-1.20x. Halved: 24 of 28 rows
+# faster, fp32 9 -> 16 2% slower, bf16 9 -> 16 (1.5B) and 64 (7B) 0.5-0.6%.
 WIDE_STATE_DIV = 1
 
 
