@@ -1,8 +1,8 @@
 """The kernels beside vLLM 0.33's at other models' shapes and tensor-parallel ranks, as tables: the run
 ``scripts/record_model_shapes.py`` records (:mod:`mambalab.gpu.model_shapes`' models, one token a request, after the
 bench's agreement gate). Notebook 06 shows the recorded H200 run (``recorded/model-shapes-h200.json``); the targets
-are the main comparison's (:data:`mambalab.gpu.gpu_report.SPEEDUP_WHERE_SLOW` where vLLM runs under
-:data:`~mambalab.gpu.gpu_report.SLOW_BASELINE_PCT` of copy, else at least as fast).
+are the main comparison's (:func:`mambalab.gpu.gpu_report.target_speedup`: 1.1x where vLLM runs under 80% of copy,
+else at least as fast).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mambalab.gpu.gpu_report import KERNEL_NAMES, RESULTS, SLOW_BASELINE_PCT, SPEEDUP_WHERE_SLOW
+from mambalab.gpu.gpu_report import KERNEL_NAMES, RESULTS, batch_label, target_speedup
 from mambalab.viz.text import Text
 
 RECORDED_SHAPES = RESULTS / "model-shapes-h200.json"
@@ -23,12 +23,16 @@ def load(path: str | Path = RECORDED_SHAPES) -> dict:
 
 
 def target(r: dict) -> float:
-    """The speed-up asked of mambalab in row ``r`` (vLLM's time over ours)."""
-    return SPEEDUP_WHERE_SLOW if r["pct_copy_vllm"] < SLOW_BASELINE_PCT else 1.0
+    """The speed-up asked of mambalab in row ``r`` (vLLM's time over ours): the main comparison's."""
+    return target_speedup(r["pct_copy_vllm"])
+
+
+def _ratio(r: dict) -> float:
+    return r["us_vllm"] / r["us"]
 
 
 def _batch(r: dict) -> str:
-    return f"{r['active']}>{r['captured']}" if r["active"] != r["captured"] else str(r["active"])
+    return batch_label(r["active"], r["captured"])
 
 
 def _after(r: dict) -> str:
@@ -49,7 +53,7 @@ def table(data: dict, kernel: str) -> Text:
              f"{'model':<22}{'tp':>3} {'state/act':<10}{'batch':>7}{'vLLM us':>10}{'(copy)':>8}{'ml us':>9}"
              f"{'vLLM/ml':>9}{'after torch':>13}"]
     for r in (r for r in data["rows"] if r["kernel"] == kernel):
-        ratio = r["us_vllm"] / r["us"]
+        ratio = _ratio(r)
         mark = "" if ratio >= target(r) and r["agree"] else " !" if r["agree"] else " GATE"
         lines.append(f"{r['model']:<22}{r['tp']:>3} {r['state'] + '/' + r['act']:<10}{_batch(r):>7}"
                      f"{r['us_vllm']:>10.2f}{r['pct_copy_vllm']:>7.1f}%{r['us']:>9.2f}{ratio:>8.2f}x{mark:<2}"
@@ -65,14 +69,14 @@ def summary(data: dict) -> Text:
         rows = [r for r in data["rows"] if r["kernel"] == kernel]
         if not rows:
             continue
-        ratios = [r["us_vllm"] / r["us"] for r in rows]
-        short += [r for r in rows if r["us_vllm"] / r["us"] < target(r)]
+        ratios = [_ratio(r) for r in rows]
+        short += [r for r in rows if _ratio(r) < target(r)]
         behind_nb += [r for r in rows if "us_after_torch" in r and r["us_after_torch"] > r["us_vllm_after_torch"]]
         out.append(f"{KERNEL_NAMES[kernel]}: {len(rows)} rows; gate failures {sum(not r['agree'] for r in rows)}; "
                    f"slower than vLLM in {sum(x < 1 for x in ratios)}; {min(ratios):.2f}x at the least")
     out.append(f"short of the target in {len(short)} of {len(data['rows'])} rows" + (":" if short else ""))
     out += [f"  {r['kernel']} {r['model']} tp{r['tp']} {r['state']}/{r['act']} {_batch(r)}: "
-            f"{r['us_vllm'] / r['us']:.3f}x (asked {target(r):.1f}x; vLLM at {r['pct_copy_vllm']:.1f}% of copy)"
+            f"{_ratio(r):.3f}x (asked {target(r):.1f}x; vLLM at {r['pct_copy_vllm']:.1f}% of copy)"
             for r in short]
     out.append(f"behind vLLM after a torch kernel in {len(behind_nb)} rows" + (":" if behind_nb else ""))
     out += [f"  {r['kernel']} {r['model']} tp{r['tp']} {r['state']}/{r['act']} {_batch(r)}: {_after(r)}"
