@@ -63,10 +63,12 @@ def _calls(case, impl: str) -> list:
     return bench._timed_calls(case, impl, BUDGET, FIX if impl == "mambalab" else None)
 
 
-def timed(case, impl: str) -> float:
-    """µs a launch of ``impl`` on ``case``, the bench's timing."""
+def timed(case, impl: str, after_torch: bool | None = None) -> float:
+    """µs a launch of ``impl`` on ``case``, the bench's timing; after a torch kernel where ``after_torch`` says so
+    (None: :data:`NEIGHBOUR`)."""
     calls = _calls(case, impl)
-    us = bench.time_graph_after_torch(calls, REP) if NEIGHBOUR[0] else bench.time_graph(calls, REP)
+    nb = NEIGHBOUR[0] if after_torch is None else after_torch
+    us = bench.time_graph_after_torch(calls, REP) if nb else bench.time_graph(calls, REP)
     del calls
     return us
 

@@ -61,12 +61,8 @@ def row(kernel, model, tp, state, act, active, captured, copy_gbps) -> dict:
     for impl, key in (("vllm", "pct_copy_vllm"), ("mambalab", "pct_copy")):
         r[key] = 100 * case.nbytes / r["us_vllm" if impl == "vllm" else "us"] / 1e3 / copy_gbps
     if captured <= 16:
-        ab_sweep.NEIGHBOUR[0] = True
-        try:
-            r["us_vllm_after_torch"] = ab_sweep.timed(case, "vllm")
-            r["us_after_torch"] = min(ab_sweep.timed(case, "mambalab") for _ in range(2))
-        finally:
-            ab_sweep.NEIGHBOUR[0] = False
+        r["us_vllm_after_torch"] = ab_sweep.timed(case, "vllm", after_torch=True)
+        r["us_after_torch"] = min(ab_sweep.timed(case, "mambalab", after_torch=True) for _ in range(2))
     del case
     torch.cuda.empty_cache()
     return r
