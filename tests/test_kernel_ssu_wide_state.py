@@ -29,17 +29,19 @@ def test_the_measured_rule_is_halved():
     assert mamba_ssm_kernels.WIDE_STATE_DIV == 1
 
 
+@pytest.mark.parametrize("tied", [True, False], ids=["dt-per-head", "dt-per-element"])
 @pytest.mark.parametrize("dstate,want", [(256, 4), (128, 8)])
 @pytest.mark.parametrize("dtypes", [(torch.float32, torch.float32), (torch.float32, torch.bfloat16),
                                     (torch.bfloat16, torch.bfloat16)], ids=["fp32", "fp32state-bf16act", "bf16"])
-def test_the_gpu_rule_at_a_wide_state_matches_the_reference(monkeypatch, dstate, want, dtypes):
-    """The GPU's one-head kernel with the table's 8 rows: 4 at dstate 256, 8 at 128; null rows among the live ones,
-    outputs poisoned, untouched slots bit-identical."""
+def test_the_gpu_rule_at_a_wide_state_matches_the_reference(monkeypatch, dstate, want, dtypes, tied):
+    """The GPU's one-head kernel with the table's 8 rows: 4 at dstate 256, 8 at 128, ``A``/``dt`` per head (as
+    ``mamba_mixer2`` calls it) or per element (the untied launch, whose rows are halved too); null rows among the
+    live ones, outputs poisoned, untouched slots bit-identical."""
     monkeypatch.setattr(ssu, "_gpu_rules_on", lambda device: True)
     monkeypatch.setattr(ssu, "choose_launch_config", lambda *a, **k: LaunchConfig(block_m=8, num_warps=1))
     seen = spy_launches(monkeypatch, ssu)
     rows, slots = 3, 8
-    case = make_case(5 + dstate, rows=rows, nheads=2, dim=16, dstate=dstate, ngroups=1, tied=True, slots=slots,
+    case = make_case(5 + dstate, rows=rows, nheads=2, dim=16, dstate=dstate, ngroups=1, tied=tied, slots=slots,
                      dtypes=dtypes)
     idx = torch.tensor([3, 0, 6], dtype=torch.int32, device=DEVICE)  # a padded row between two live ones
     state, s_ref = same_layout_copy(case.state), same_layout_copy(case.state)
