@@ -36,8 +36,12 @@ def _gpu_like_launch(monkeypatch, reqs, rows=0):
 
 
 @pytest.mark.parametrize("dtypes", DTYPES)
-@pytest.mark.parametrize("reqs,rows,nulls", [(2, 6, 2), (4, 8, 3), (3, 9, 0)])
+@pytest.mark.parametrize("reqs,rows,nulls", [(2, 6, 2), (4, 8, 3), (3, 9, 0), (4, 9, 2), (4, 7, 0), (4, 5, 1)])
 def test_several_requests_a_program_give_the_same_bytes(monkeypatch, dtypes, reqs, rows, nulls):
+    """Where ``REQS`` does not divide the requests (9, 7 or 5 on 4) the last group's requests past the batch's end
+    store nothing (``UNTIED_TAIL``): the bytes are the one-request kernel's all the same, every slot but the live
+    ones untouched."""
+    monkeypatch.setattr(untied, "UNTIED_TAIL", True)
     seed = 100 * reqs + rows
     case = make_case(seed, rows=rows, dim=8, dstate=16, slots=2 * rows + 2, ngroups=2, dtypes=dtypes)
     idx = random_slot_indices(rows, case.slots, num_null_rows=nulls, generator=gen(seed + 1)).to(DEVICE)
@@ -83,6 +87,13 @@ def test_the_rule_takes_it_only_where_it_applies(monkeypatch):
     assert untied_reqs(4, 128, 2, **common) == (0, 0)  # below the first tier
     assert untied_reqs(66, 128, 2, **common) == (2, 0)  # 4 does not divide 66: the next tier that fits
     assert untied_reqs(63, 128, 2, **common) == (0, 0)  # no tier's REQS divides it
+    monkeypatch.setattr(untied, "UNTIED_TAIL", True)
+    assert untied_reqs(63, 128, 2, **common) == (4, 0)  # the first tier, its last group with a tail
+    assert untied_reqs(66, 128, 2, **common) == (2, 0)  # the second
+    assert untied_reqs(4, 128, 2, **common) == (0, 0)
+    monkeypatch.setattr(untied, "UNTIED_REQS", {2: [(4, 1, 1 << 30, 0)]})
+    assert [untied_reqs(b, 128, 2, **common)[0] for b in (3, 4, 5)] == [0, 4, 4]  # never fewer requests than REQS
+    monkeypatch.setattr(untied, "UNTIED_REQS", {2: [(4, 8 * 128, 64 * 128, 0), (2, 64 * 128 + 1, 1 << 30, 0)]})
     assert untied_reqs(64, 128, 4, **common) == (0, 0)  # no rule for fp32 here
     for flip in ("tied", "one_token", "dst_is_src", "on_gpu"):
         assert untied_reqs(64, 128, 2, **{**common, flip: not common[flip]}) == (0, 0), flip

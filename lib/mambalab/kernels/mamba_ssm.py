@@ -527,13 +527,14 @@ def selective_state_update(
         p.num_requests, p.nheads, p.state.element_size(), tied=tied, one_token=one_token,
         dst_is_src=has_idx and p.dst is p.src, on_gpu=_gpu_rules_on(p.state.device))
     if reqs:  # A/dt per element: several requests a program share its A tile (mamba_ssm_untied.py)
-        kernel, heads, cfg = _ssu_untied_reqs_kernel, {"REQS": reqs}, LaunchConfig(rows or cfg.block_m, cfg.num_warps)
+        kernel, cfg = _ssu_untied_reqs_kernel, LaunchConfig(rows or cfg.block_m, cfg.num_warps)
+        heads = {"REQS": reqs, "num_requests": p.num_requests % reqs and p.num_requests}  # > 0: a tail (UNTIED_TAIL)
     zero2 = (0, 0)
     dtb_s, D_s = (t.stride() if t is not None else zero2 for t in (p.dt_bias, p.D))
     z_s = p.z.stride() if p.z is not None else (0, 0, 0)
     src_s = p.src.stride() if has_idx else zero2
     dst_s = p.dst.stride() if has_idx else zero2
-    grid = (triton.cdiv(p.dim, cfg.block_m), 1 if reqs_a_program else p.num_requests // max(reqs, 1),
+    grid = (triton.cdiv(p.dim, cfg.block_m), 1 if reqs_a_program else triton.cdiv(p.num_requests, max(reqs, 1)),
             p.nheads // cfg.block_h)
     launch_opts = {"USE_PDL": True, "launch_pdl": True, **({"EARLY_STATE": True} if early else {})} if pdl else {}
     heads_first = HEADS_FIRST_GRID and cfg.block_h == 1 and (  # a slot's heads walked together (the rule above)
@@ -560,7 +561,6 @@ def selective_state_update(
         launch_opts.update(mamba_ssm_kernels.ssu_kernel_options(p, one_token, _gpu_rules_on(p.state.device)))
     if cfg.block_h == 1:  # the GPU's one-head kernels: mamba_ssm_kernels.py, FAST_SOFTPLUS and HPG_CONSTEXPR
         launch_opts.update(mamba_ssm_kernels.one_head_options(p, tied, one_token, dt_softplus))
-
     sanitizer.launch(
         kernel, grid,
         p.state, p.x, p.dt, p.dt_bias, p.A, p.B, p.C, p.D, p.z, p.out,

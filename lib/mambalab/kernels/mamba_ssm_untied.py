@@ -47,13 +47,16 @@ def _ssu_untied_reqs_kernel(
     HAS_Z: tl.constexpr, HAS_INDICES: tl.constexpr, HAS_NUM_ACCEPTED: tl.constexpr, IS_VARLEN: tl.constexpr,
     ONE_TOKEN: tl.constexpr, DST_IS_SRC: tl.constexpr, GUARD: tl.constexpr, CLAMP_ACCEPTED: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    REQS: tl.constexpr,  # requests a program (a divisor of the requests)
+    REQS: tl.constexpr,  # requests a program
     USE_PDL: tl.constexpr = False,
     HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, request groups), as _ssu_kernel's
     FAST_SOFTPLUS: tl.constexpr = False,  # as _ssu_kernel's
     HPG: tl.constexpr = 0,  # as _ssu_kernel's
+    num_requests=0,  # > 0: the last group's requests from this one on are past the batch (UNTIED_TAIL)
 ):
-    """``_ssu_kernel``'s arguments (one token, indices, ``dst is src``, ``A``/``dt`` per element only)."""
+    """``_ssu_kernel``'s arguments (one token, indices, ``dst is src``, ``A``/``dt`` per element only), and the
+    batch's requests where ``REQS`` does not divide them: a request past its end reads the last one's inputs and
+    slot (in range, already in cache) and stores nothing."""
     tl.static_assert(ONE_TOKEN and HAS_INDICES and DST_IS_SRC and not TIE_HDIM and not IS_VARLEN)
     pid_m = tl.program_id(0)
     pid_g, pid_h = _ssu_request_head(HEADS_FIRST)  # pid_g: a group of REQS requests
@@ -82,9 +85,11 @@ def _ssu_untied_reqs_kernel(
     group = pid_h // (HPG if HPG else heads_per_group)  # HPG: a shift, not a runtime division
     for i in tl.static_range(REQS):
         r = pid_g * REQS + i
+        inside = (r < num_requests) | (num_requests == 0)
+        r = tl.where(inside, r, num_requests - 1)
         tok = r.to(tl.int64)
         slot = tl.load(src_idx_ptr + r * s_src_row).to(tl.int64)
-        live = is_live_slot(slot, null_block_id, GUARD)
+        live = is_live_slot(slot, null_block_id, GUARD) & inside
         state = tl.load(head_state_ptr + slot * s_state_slot + tile, mask=mask_mn & live, other=0.0)
         x_ptrs = x_ptr + tok * s_x_tok + pid_h * s_x_head + offs_m * s_x_dim
         if HAS_Z:
@@ -101,11 +106,12 @@ def _ssu_untied_reqs_kernel(
                  mask=mask_mn & live)
         out = tl.where(live, out, 0.0)  # a padded row's outputs are zeros, as the one-request kernel writes
         tl.store(out_ptr + tok * s_out_tok + pid_h * s_out_head + offs_m * s_out_dim,
-                 out.to(out_ptr.dtype.element_ty), mask=mask_m)
+                 out.to(out_ptr.dtype.element_ty), mask=mask_m & inside)
 
 
 # The launch rule, by state element size: (requests a program, fewest, most requests x heads, rows of the head
-# dim a program, 0: the launch table's), the first whose REQS divides the requests; none: the one-request kernel.
+# dim a program, 0: the launch table's), the first whose REQS divides the requests (or any, UNTIED_TAIL below);
+# none: the one-request kernel.
 # A GPU only (the interpreter keeps its heads kernel), never under a pinned launch configuration. Chosen on an H200
 # beside vLLM 0.33, A/B interleaved (docs/results/issue14-call58-untied-reqs.txt, call61-untied-small.txt; vLLM's
 # time over ours, 128 heads, one-request kernel -> this):
@@ -121,6 +127,10 @@ def _ssu_untied_reqs_kernel(
 UNTIED_REQS: dict[int, list[tuple[int, int, int, int]]] = {
     2: [(4, 8 * 128, 1 << 30, 0)],
 }
+# A tier applies to a batch its REQS does not divide, the last group's requests past the batch's end masked (False:
+# only where REQS divides the requests; the one-request kernel otherwise). Measured off (bf16, 128 heads: 8 requests
+# 11.04 us, 9 15.40 us, call 291).
+UNTIED_TAIL = False
 
 
 def untied_reqs(num_requests: int, nheads: int, state_element_size: int, *, tied: bool, one_token: bool,
@@ -130,6 +140,7 @@ def untied_reqs(num_requests: int, nheads: int, state_element_size: int, *, tied
     if tied or not one_token or not dst_is_src or not on_gpu:
         return 0, 0
     for reqs, fewest, most, rows in UNTIED_REQS.get(4 if state_element_size >= 4 else 2, ()):
-        if reqs > 1 and num_requests % reqs == 0 and fewest <= num_requests * nheads <= most:
+        fits = num_requests % reqs == 0 or (UNTIED_TAIL and num_requests > reqs)
+        if reqs > 1 and fits and fewest <= num_requests * nheads <= most:
             return reqs, rows
     return 0, 0
