@@ -39,9 +39,9 @@ def _gpu_like_launch(monkeypatch, reqs, rows=0):
 @pytest.mark.parametrize("reqs,rows,nulls", [(2, 6, 2), (4, 8, 3), (3, 9, 0), (4, 9, 2), (4, 7, 0), (4, 5, 1)])
 def test_several_requests_a_program_give_the_same_bytes(monkeypatch, dtypes, reqs, rows, nulls):
     """Where ``REQS`` does not divide the requests (9, 7 or 5 on 4) the last group's requests past the batch's end
-    store nothing (``UNTIED_TAIL``): the bytes are the one-request kernel's all the same, every slot but the live
+    store nothing (``UNTIED_TAIL_MIN``): the bytes are the one-request kernel's all the same, every slot but the live
     ones untouched."""
-    monkeypatch.setattr(untied, "UNTIED_TAIL", True)
+    monkeypatch.setattr(untied, "UNTIED_TAIL_MIN", 0)
     seed = 100 * reqs + rows
     case = make_case(seed, rows=rows, dim=8, dstate=16, slots=2 * rows + 2, ngroups=2, dtypes=dtypes)
     idx = random_slot_indices(rows, case.slots, num_null_rows=nulls, generator=gen(seed + 1)).to(DEVICE)
@@ -86,8 +86,9 @@ def test_the_rule_takes_it_only_where_it_applies(monkeypatch):
     assert untied_reqs(256, 128, 2, **common) == (2, 0)  # the second tier
     assert untied_reqs(4, 128, 2, **common) == (0, 0)  # below the first tier
     assert untied_reqs(66, 128, 2, **common) == (2, 0)  # 4 does not divide 66: the next tier that fits
-    assert untied_reqs(63, 128, 2, **common) == (0, 0)  # no tier's REQS divides it
-    monkeypatch.setattr(untied, "UNTIED_TAIL", True)
+    monkeypatch.setattr(untied, "UNTIED_TAIL_MIN", 1 << 30)
+    assert untied_reqs(63, 128, 2, **common) == (0, 0)  # no tier's REQS divides it, and no tail
+    monkeypatch.setattr(untied, "UNTIED_TAIL_MIN", 0)
     assert untied_reqs(63, 128, 2, **common) == (4, 0)  # the first tier, its last group with a tail
     assert untied_reqs(66, 128, 2, **common) == (2, 0)  # the second
     assert untied_reqs(4, 128, 2, **common) == (0, 0)
@@ -103,6 +104,10 @@ def test_the_shipped_rule_is_the_measured_one():
     kw = dict(tied=False, one_token=True, dst_is_src=True, on_gpu=True)
     # calls 103-104, with the fast softplus: 4 requests from batch 8 (bf16); fp32 keeps the one-request kernel
     assert [untied_reqs(b, 128, 2, **kw)[0] for b in (1, 4, 8, 16, 64, 128, 256, 512, 9)] == [0, 0, 4, 4, 4, 4, 4, 4, 0]
+    # call 292: batches 4 does not divide, with a tail from 11 x 128 request x heads (9 and 10 slower after a torch
+    # kernel)
+    assert [untied_reqs(b, 128, 2, **kw)[0] for b in (9, 10, 11, 13, 15, 17, 57, 63, 257)] == [0, 0] + [4] * 7
+    assert untied_reqs(11, 64, 2, **kw) == (0, 0)  # 704 request x heads
     assert [untied_reqs(b, 128, 4, **kw) for b in (1, 8, 9, 16, 256)] == [(0, 0)] * 5
 
 

@@ -52,7 +52,7 @@ def _ssu_untied_reqs_kernel(
     HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, request groups), as _ssu_kernel's
     FAST_SOFTPLUS: tl.constexpr = False,  # as _ssu_kernel's
     HPG: tl.constexpr = 0,  # as _ssu_kernel's
-    num_requests=0,  # > 0: the last group's requests from this one on are past the batch (UNTIED_TAIL)
+    num_requests=0,  # > 0: the last group's requests from this one on are past the batch (UNTIED_TAIL_MIN)
 ):
     """``_ssu_kernel``'s arguments (one token, indices, ``dst is src``, ``A``/``dt`` per element only), and the
     batch's requests where ``REQS`` does not divide them: a request past its end reads the last one's inputs and
@@ -110,7 +110,7 @@ def _ssu_untied_reqs_kernel(
 
 
 # The launch rule, by state element size: (requests a program, fewest, most requests x heads, rows of the head
-# dim a program, 0: the launch table's), the first whose REQS divides the requests (or any, UNTIED_TAIL below);
+# dim a program, 0: the launch table's), the first whose REQS divides the requests (or any, UNTIED_TAIL_MIN below);
 # none: the one-request kernel.
 # A GPU only (the interpreter keeps its heads kernel), never under a pinned launch configuration. Chosen on an H200
 # beside vLLM 0.33, A/B interleaved (docs/results/issue14-call58-untied-reqs.txt, call61-untied-small.txt; vLLM's
@@ -127,10 +127,13 @@ def _ssu_untied_reqs_kernel(
 UNTIED_REQS: dict[int, list[tuple[int, int, int, int]]] = {
     2: [(4, 8 * 128, 1 << 30, 0)],
 }
-# A tier applies to a batch its REQS does not divide, the last group's requests past the batch's end masked (False:
-# only where REQS divides the requests; the one-request kernel otherwise). Measured off (bf16, 128 heads: 8 requests
-# 11.04 us, 9 15.40 us, call 291).
-UNTIED_TAIL = False
+# From this many request x heads a tier also takes a batch its REQS does not divide, the last group's requests past
+# the batch's end masked (below it, and 1 << 30 for never: the one-request kernel there). H200 beside vLLM, bf16
+# state, 128 heads, the bench / after a torch kernel (call 292, docs/results/issue14-call292-ssu-untied-tail.txt):
+# 13 / 15 0.967 / 0.993 -> 1.103 / 1.163x, 57 / 63 / 65 1.044 / 1.041 / 1.039 -> 1.136 / 1.156 / 1.130x, 255 / 257
+# 1.022 -> 1.137 / 1.135x, 11 1.193 / 1.212 -> 1.313 / 1.244x; 9 / 10 after a torch kernel 1.145 / 1.244 -> 1.050 /
+# 1.208x, so from 11; the batches it divides unchanged (8, 12, 16, 64, 256 within 0.2%).
+UNTIED_TAIL_MIN = 11 * 128
 
 
 def untied_reqs(num_requests: int, nheads: int, state_element_size: int, *, tied: bool, one_token: bool,
@@ -140,7 +143,7 @@ def untied_reqs(num_requests: int, nheads: int, state_element_size: int, *, tied
     if tied or not one_token or not dst_is_src or not on_gpu:
         return 0, 0
     for reqs, fewest, most, rows in UNTIED_REQS.get(4 if state_element_size >= 4 else 2, ()):
-        fits = num_requests % reqs == 0 or (UNTIED_TAIL and num_requests > reqs)
+        fits = num_requests % reqs == 0 or (num_requests > reqs and num_requests * nheads >= UNTIED_TAIL_MIN)
         if reqs > 1 and fits and fewest <= num_requests * nheads <= most:
             return reqs, rows
     return 0, 0
