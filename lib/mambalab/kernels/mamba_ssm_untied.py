@@ -10,8 +10,9 @@ so the ``REQS`` state loads can be in flight together. The arithmetic per reques
 are bit-identical to the one-request kernel's. A padded row (the guard rejects its slot) moves no state and gets
 zero outputs, as there.
 
-Grid ``(cdiv(dim, BLOCK_M), requests // REQS, nheads)``; the launch rule takes it only where ``REQS`` divides the
-requests (:data:`UNTIED_REQS`, :func:`untied_reqs`).
+Grid ``(cdiv(dim, BLOCK_M), cdiv(requests, REQS), nheads)``; the launch rule takes it where ``REQS`` divides the
+requests, and from :data:`UNTIED_TAIL_MIN` request x heads where it does not: the last group's requests past the
+batch's end then read the last request's inputs and store nothing (:data:`UNTIED_REQS`, :func:`untied_reqs`).
 """
 
 from __future__ import annotations
