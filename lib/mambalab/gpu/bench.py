@@ -121,7 +121,9 @@ STATE_ACT = {"ssu": [("fp32", "bf16"), ("bf16", "bf16"), ("fp32", "fp32")],
              "conv": [("bf16", "bf16"), ("fp32", "fp32")]}
 SPEC_TOKENS = [2, 3, 4]
 SPEC_BATCHES = [1, 8, 64, 256]
-VARIANT_BATCHES = [1, 8, 64, 256, 512]  # batches of the secondary variants (z, fresh pools)
+VARIANT_BATCHES = [1, 8, 64, 256, 512]  # batches of the secondary variants (z, fresh pools, A/dt per element)
+# A/dt per element also at the unpadded batches 4 does not divide (its kernel's REQS, mamba_ssm_untied: call 292)
+ELEMENT_EXTRA_BATCHES = [9, 57, 257]
 # fla-core is timed up to this batch (the bench's largest). It once faulted (illegal address) at 512: call 258 found
 # that the bench passed beta where fla-core 0.6.0 takes gk, so its kernel read far past beta's end. Called by keyword
 # (mambalab.gpu.fla_baseline), it ran clean under compute-sanitizer memcheck at 1, 57, 128 and 512 (call 259).
@@ -342,6 +344,8 @@ def plan(kernels, batches, padded, null_rows=("skip",), full: bool = True):
                     if k == "ssu":
                         out.append((k, state, act, "z", MAIN_POOLS, 1, b, b, "skip", "head"))
                         out.append((k, state, act, mz, MAIN_POOLS, 1, b, b, "skip", "element"))
+                for b in [b for b in ELEMENT_EXTRA_BATCHES if b in batches] if k == "ssu" else []:
+                    out.append((k, state, act, mz, MAIN_POOLS, 1, b, b, "skip", "element"))
             if full and (act == "bf16" or k == "conv"):
                 for T in SPEC_TOKENS:
                     for b in SPEC_BATCHES:
