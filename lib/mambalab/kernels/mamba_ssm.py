@@ -528,7 +528,7 @@ def selective_state_update(
         dst_is_src=has_idx and p.dst is p.src, on_gpu=_gpu_rules_on(p.state.device))
     if reqs:  # A/dt per element: several requests a program share its A tile (mamba_ssm_untied.py)
         kernel, cfg = _ssu_untied_reqs_kernel, LaunchConfig(rows or cfg.block_m, cfg.num_warps)
-        heads = {"REQS": reqs, "num_requests": p.num_requests % reqs and p.num_requests}  # > 0: a tail
+        heads = {"REQS": reqs, **({"TAIL": True, "num_requests": p.num_requests} if p.num_requests % reqs else {})}
     zero2 = (0, 0)
     dtb_s, D_s = (t.stride() if t is not None else zero2 for t in (p.dt_bias, p.D))
     z_s = p.z.stride() if p.z is not None else (0, 0, 0)

@@ -53,7 +53,8 @@ def _ssu_untied_reqs_kernel(
     HEADS_FIRST: tl.constexpr = False,  # grid (row blocks, heads, request groups), as _ssu_kernel's
     FAST_SOFTPLUS: tl.constexpr = False,  # as _ssu_kernel's
     HPG: tl.constexpr = 0,  # as _ssu_kernel's
-    num_requests=0,  # > 0: the last group's requests from this one on are past the batch (UNTIED_TAIL_MIN)
+    TAIL: tl.constexpr = False,  # REQS does not divide the requests (UNTIED_TAIL_MIN): the last group has a tail
+    num_requests=0,  # with TAIL: the batch's requests
 ):
     """``_ssu_kernel``'s arguments (one token, indices, ``dst is src``, ``A``/``dt`` per element only), and the
     batch's requests where ``REQS`` does not divide them: a request past its end reads the last one's inputs and
@@ -86,11 +87,14 @@ def _ssu_untied_reqs_kernel(
     group = pid_h // (HPG if HPG else heads_per_group)  # HPG: a shift, not a runtime division
     for i in tl.static_range(REQS):
         r = pid_g * REQS + i
-        inside = (r < num_requests) | (num_requests == 0)
-        r = tl.where(inside, r, num_requests - 1)
+        if TAIL:  # a request past the batch's end: the last one's index and inputs, nothing stored
+            inside = r < num_requests
+            r = tl.minimum(r, num_requests - 1)
         tok = r.to(tl.int64)
         slot = tl.load(src_idx_ptr + r * s_src_row).to(tl.int64)
-        live = is_live_slot(slot, null_block_id, GUARD) & inside
+        live = is_live_slot(slot, null_block_id, GUARD)
+        if TAIL:
+            live = live & inside
         state = tl.load(head_state_ptr + slot * s_state_slot + tile, mask=mask_mn & live, other=0.0)
         x_ptrs = x_ptr + tok * s_x_tok + pid_h * s_x_head + offs_m * s_x_dim
         if HAS_Z:
@@ -106,8 +110,11 @@ def _ssu_untied_reqs_kernel(
         tl.store(head_state_ptr + slot * s_state_slot + tile, state.to(state_ptr.dtype.element_ty),
                  mask=mask_mn & live)
         out = tl.where(live, out, 0.0)  # a padded row's outputs are zeros, as the one-request kernel writes
+        out_mask = mask_m
+        if TAIL:
+            out_mask = out_mask & inside
         tl.store(out_ptr + tok * s_out_tok + pid_h * s_out_head + offs_m * s_out_dim,
-                 out.to(out_ptr.dtype.element_ty), mask=mask_m & inside)
+                 out.to(out_ptr.dtype.element_ty), mask=out_mask)
 
 
 # The launch rule, by state element size: (requests a program, fewest, most requests x heads, rows of the head
