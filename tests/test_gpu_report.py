@@ -211,6 +211,25 @@ def test_three_way_run_has_vllm_in_every_kernel_and_the_gate_passed(three_way):
         assert {r["tokens"] for r in rows if r["kernel"] == k} >= {1, 2, 3, 4}, k
 
 
+def test_the_plan_and_the_recording_time_per_element_dt_where_its_groups_do_not_divide(three_way):
+    """The SSU with ``A``/``dt`` per element at the unpadded batches its kernel's 4 requests a program do not divide
+    (``bench.ELEMENT_EXTRA_BATCHES``, call 292), as well as at the variant batches; the other kernels have no such
+    rows. The recorded run has them, beside vLLM's."""
+    from mambalab.gpu import bench
+
+    plan = bench.plan(["ssu", "gdn", "conv"], bench.DEFAULT_BATCHES, bench.PADDED)
+    element = {(r[0], r[1], r[6]) for r in plan if r[-1] == "element"}
+    want = set(bench.VARIANT_BATCHES) | set(bench.ELEMENT_EXTRA_BATCHES)
+    assert {k for k, _, _ in element} == {"ssu"}
+    assert {b for _, st, b in element if st == "fp32"} == want == {b for _, st, b in element if st == "bf16"}
+    assert all(b % 4 for b in bench.ELEMENT_EXTRA_BATCHES)
+    recorded = {(r.impl, r.dtype, r.batch) for r in three_way.rows if r.kernel == "ssu" and r.dt == "element"
+                and r.act == "bf16" and r.batch == r.captured}
+    for b in bench.ELEMENT_EXTRA_BATCHES:
+        for st in ("fp32", "bf16"):
+            assert {("mambalab", st, b), ("vllm", st, b)} <= recorded, (st, b)
+
+
 def test_comparison_tables_say_what_the_rows_say(three_way):
     rows = gr.comparison_rows(three_way)
     r = next(r for r in rows if r["config"] == "ssu state=fp32 act=bf16 z=none pools=cloned" and r["batch"] == 256

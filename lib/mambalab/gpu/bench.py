@@ -344,8 +344,9 @@ def plan(kernels, batches, padded, null_rows=("skip",), full: bool = True):
                     if k == "ssu":
                         out.append((k, state, act, "z", MAIN_POOLS, 1, b, b, "skip", "head"))
                         out.append((k, state, act, mz, MAIN_POOLS, 1, b, b, "skip", "element"))
-                for b in [b for b in ELEMENT_EXTRA_BATCHES if b in batches] if k == "ssu" else []:
-                    out.append((k, state, act, mz, MAIN_POOLS, 1, b, b, "skip", "element"))
+                if k == "ssu":  # A/dt per element also where its kernel's groups of requests do not divide the batch
+                    out += [(k, state, act, mz, MAIN_POOLS, 1, b, b, "skip", "element")
+                            for b in ELEMENT_EXTRA_BATCHES if b in batches]
             if full and (act == "bf16" or k == "conv"):
                 for T in SPEC_TOKENS:
                     for b in SPEC_BATCHES:
