@@ -29,6 +29,7 @@ import ab_sweep  # noqa: E402
 from mambalab.gpu import bench  # noqa: E402
 from mambalab.gpu.bench_cases import CASES, agreement  # noqa: E402
 from mambalab.gpu.model_shapes import conv_shape, gdn_shape, ssu_shape  # noqa: E402
+from mambalab.gpu.shapes_report import COMMAND  # noqa: E402
 
 BATCHES = ((1, 1), (8, 8), (9, 16), (64, 64), (256, 256))
 MAMBA = (("NemotronH-8B", 2), ("NemotronH-8B", 4), ("NemotronH-8B", 8), ("Nemotron-Nano-9B-v2", 1),
@@ -58,8 +59,8 @@ def row(kernel, model, tp, state, act, active, captured, copy_gbps) -> dict:
              us_vllm=ab_sweep.timed(case, "vllm"), us=min(ab_sweep.timed(case, "mambalab") for _ in range(2)))
     if not ok:
         r["gate"] = msg
-    for impl, key in (("vllm", "pct_copy_vllm"), ("mambalab", "pct_copy")):
-        r[key] = 100 * case.nbytes / r["us_vllm" if impl == "vllm" else "us"] / 1e3 / copy_gbps
+    for key, us in (("pct_copy_vllm", "us_vllm"), ("pct_copy", "us")):
+        r[key] = 100 * case.nbytes / r[us] / 1e3 / copy_gbps
     if captured <= 16:
         r["us_vllm_after_torch"] = ab_sweep.timed(case, "vllm", after_torch=True)
         r["us_after_torch"] = min(ab_sweep.timed(case, "mambalab", after_torch=True) for _ in range(2))
@@ -85,7 +86,7 @@ def main(argv: list[str]) -> int:
     env = dict(date=datetime.date.today().isoformat(), device=torch.cuda.get_device_name(),
                torch=torch.__version__, triton=triton.__version__, copy_gbps=copy,
                vllm="0.33.0 (decode kernels extracted by scripts/vllm_baseline.py)",
-               command="PYTHONPATH=$PWD/lib:$PWD/.vllm python3 scripts/record_model_shapes.py OUT.json")
+               command=COMMAND)
     Path(argv[0]).write_text(json.dumps(dict(environment=env, rows=rows), indent=0))
     print("wrote", argv[0], len(rows), "rows", flush=True)
     return 0
