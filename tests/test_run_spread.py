@@ -84,3 +84,41 @@ def test_the_recordings_of_calls_293_and_294(capsys):
     assert rs.main([str(RESULTS / "issue14-call293-recording-h200.json"), str(gr.RECORDED_VLLM_BENCH)]) == 0
     out = capsys.readouterr().out
     assert "251 rows in every run" in out and "behind vLLM in some run (15 rows)" in out
+
+
+def test_the_installed_recording_and_its_repeats_have_the_same_rows_and_card():
+    runs = rs.recorded_runs()
+    assert len(runs) == 3
+    keys = [sorted((r["config"], r["batch"], r["captured"]) for r in gr.comparison_rows(d)) for d in runs]
+    assert keys[0] == keys[1] == keys[2] and len(keys[0]) == 251
+    envs = [d.environment for d in runs]
+    for field in ("device", "date", "torch", "triton", "vllm"):
+        assert len({e[field] for e in envs}) == 1, field
+    # three runs, not one file thrice: the rows' times differ
+    assert len({tuple(r.us for r in d.rows) for d in runs}) == 3
+    rows = rs.spread_rows(runs)
+    assert all(r["ahead"] == 3 for r in rows)
+
+
+def test_chapter_06_says_what_the_recorded_runs_say():
+    """The prose under chapter 06's spread cell quotes these numbers; they must be the recorded runs'."""
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "06_gpu.ipynb", as_version=4)
+    i = next(i for i, c in enumerate(nb.cells) if "rsp.spread_summary(runs)" in c.source)
+    prose = " ".join(nb.cells[i + 1].source.split())
+    runs = rs.recorded_runs()
+    rows = rs.spread_rows(runs)
+    moves = sorted(r["hi"] / r["lo"] - 1.0 for r in rows)
+    least = min(r["lo"] for r in rows)
+    flips = [r for r in rows if 0 < r["met"] < 3]
+    never = [r for r in rows if r["met"] == 0]
+    short = [sum(not r["met"] for r in gr.comparison_rows(d)) for d in runs]
+    behind_every = sum(r["behind_after"] == 3 for r in rows)
+    behind_some = sum(0 < r["behind_after"] < 3 for r in rows)
+    assert f"({least:.3f}× at the least)" in prose
+    assert f"by {moves[len(moves) // 2]:.1%} between runs at the median and by {moves[-1]:.1%} at most" in prose
+    assert len(flips) == 4 and "Four rows change verdict" in prose
+    assert len(never) == 20 and "Twenty rows miss in every run" in prose
+    assert short == [24, 21, 20] and "Section 7's count, 24, is the worst of the three runs (21 and 20" in prose
+    assert (behind_every, behind_some) == (14, 1) and "14 rows are behind vLLM in every run, and one more" in prose

@@ -7,8 +7,9 @@ lowest, median and highest ratio, and in how many runs it met its target. The ta
 (:func:`gpu_report.target_speedup` of that run's vLLM % of copy, which moves too). The worst run is what a claim
 quotes. Not a mirror of an upstream file.
 
-``python -m mambalab.gpu.run_spread RUN.json RUN.json ...`` prints the summary and the rows whose verdict is not
-the same in every run, or whose lowest ratio is within 2% of its target.
+``python -m mambalab.gpu.run_spread [RUN.json RUN.json ...]`` prints the summary and the rows whose verdict is not
+the same in every run, or whose lowest ratio is within 2% of its target (no files: the installed recording and its
+repeats, :func:`recorded_runs`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,20 @@ import argparse
 import statistics
 from collections.abc import Sequence
 
-from mambalab.gpu.gpu_report import KERNEL_NAMES, BenchData, batch_label, comparison_rows, load
+from mambalab.gpu.gpu_report import (KERNEL_NAMES, RECORDED_VLLM_BENCH, RESULTS, BenchData, batch_label,
+                                     comparison_rows, load)
 from mambalab.viz.text import Text
 
 NEAR = 0.02  # a row whose lowest ratio is within this fraction of its target is listed as near its line
+# The installed recording's repeats: the same bench on the same kernels, run twice back to back on one H200 about an
+# hour after it (call 297, at 09c3ff2; the recording is call 294's, at 3f389b5: the commits between change no kernel
+# or launch rule). A new recording is installed with its own repeats, or without any (then this is empty).
+RECORDED_REPEATS = (RESULTS / "bench-h200-vllm-repeat-1.json", RESULTS / "bench-h200-vllm-repeat-2.json")
+
+
+def recorded_runs() -> list[BenchData]:
+    """The installed recording (:data:`gpu_report.RECORDED_VLLM_BENCH`) and its repeats (:data:`RECORDED_REPEATS`)."""
+    return [load(p) for p in (RECORDED_VLLM_BENCH, *RECORDED_REPEATS)]
 
 
 def _keyed(data: BenchData) -> dict[tuple, dict]:
@@ -114,10 +125,11 @@ def spread_table(runs: Sequence[BenchData], *, near: float = NEAR) -> Text:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mambalab.gpu.run_spread", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="+", help="bench JSON files (python -m mambalab bench --json) of the same kernels")
+    ap.add_argument("runs", nargs="*", help="bench JSON files (python -m mambalab bench --json) of the same kernels "
+                    "(none: the installed recording and its repeats)")
     ap.add_argument("--near", type=float, default=NEAR, help="list rows met in every run within this of the target")
     args = ap.parse_args(argv)
-    runs = [load(p) for p in args.runs]
+    runs = [load(p) for p in args.runs] if args.runs else recorded_runs()
     print(spread_summary(runs))
     print()
     print(spread_table(runs, near=args.near))
