@@ -54,6 +54,15 @@ def test_the_median_of_three_runs_and_one_run_refused(runs):
         rs.spread_rows(runs[:1])
 
 
+def test_runs_on_different_cards_or_versions_are_refused(runs):
+    other = gr.BenchData({**runs[1].environment, "device": "NVIDIA H100 80GB HBM3"}, 4000.0, runs[1].rows)
+    with pytest.raises(ValueError, match="device"):
+        rs.spread_rows([runs[0], other])
+    older = gr.BenchData({**runs[1].environment, "vllm": "0.32.0"}, 4000.0, runs[1].rows)
+    with pytest.raises(ValueError, match="vllm"):
+        rs.spread_rows([runs[0], older])
+
+
 def test_summary_and_table_say_which_verdicts_move(runs):
     summary = str(rs.spread_summary(runs))
     assert "2 runs (2026-11-29, 2026-11-29); 3 rows in every run" in summary

@@ -23,6 +23,7 @@ from mambalab.gpu.gpu_report import (KERNEL_NAMES, RECORDED_VLLM_BENCH, RESULTS,
 from mambalab.viz.text import Text
 
 NEAR = 0.02  # a row whose lowest ratio is within this fraction of its target is listed as near its line
+SAME = ("device", "torch", "triton", "vllm")  # environment fields every run of a spread shares
 # The installed recording's repeats: the same bench on the same kernels, run twice back to back on one H200 about an
 # hour after it (call 297, at 09c3ff2; the recording is call 294's, at 3f389b5: the commits between change no kernel
 # or launch rule). A new recording is installed with its own repeats, or without any (then this is empty).
@@ -45,6 +46,10 @@ def spread_rows(runs: Sequence[BenchData]) -> list[dict]:
     (``behind_after``)."""
     if len(runs) < 2:
         raise ValueError(f"a spread needs two runs or more, got {len(runs)}")
+    for field in SAME:
+        seen = [d.environment.get(field) for d in runs]
+        if len(set(seen)) > 1:
+            raise ValueError(f"runs of different set-ups are not a spread: {field} {seen}")
     per = [_keyed(d) for d in runs]
     keys = set(per[0]).intersection(*per[1:])
     out = []
