@@ -96,6 +96,10 @@ def test_the_recordings_of_calls_293_and_294(capsys):
 
 
 def test_the_installed_recording_and_its_repeats_have_the_same_rows_and_card():
+    import hashlib
+
+    installed = hashlib.sha256(gr.RECORDED_VLLM_BENCH.read_bytes()).hexdigest()
+    assert installed.startswith(rs.REPEATS_OF), "a new recording: record its repeats too"
     runs = rs.recorded_runs()
     assert len(runs) == 3
     keys = [sorted((r["config"], r["batch"], r["captured"]) for r in gr.comparison_rows(d)) for d in runs]

@@ -26,8 +26,11 @@ NEAR = 0.02  # a row whose lowest ratio is within this fraction of its target is
 SAME = ("device", "torch", "triton", "vllm")  # environment fields every run of a spread shares
 # The installed recording's repeats: the same bench on the same kernels, run twice back to back on one H200 about an
 # hour after it (call 297, at 09c3ff2; the recording is call 294's, at 3f389b5: the commits between change no kernel
-# or launch rule). A new recording is installed with its own repeats, or without any (then this is empty).
+# or launch rule). A new recording is installed with its own repeats (these files, REPEATS_OF and chapter 06's
+# reading of them); REPEATS_OF is the start of the sha256 of the recording they repeat, so a test notices a recording
+# installed alone.
 RECORDED_REPEATS = (RESULTS / "bench-h200-vllm-repeat-1.json", RESULTS / "bench-h200-vllm-repeat-2.json")
+REPEATS_OF = "1894a9492b9fb30a"
 
 
 def recorded_runs() -> list[BenchData]:
