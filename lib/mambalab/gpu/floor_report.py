@@ -1,0 +1,130 @@
+"""How far ahead of vLLM any kernel could be in the rows issue 14 leaves short: the copy floor beside them.
+
+A decode kernel must read each live request's state slot and write it back; no kernel is faster than one that only
+moves those bytes, launched the same way (:mod:`.copy_floor`: torch's ``copy_`` of the bytes, the fastest slot copy
+in the kernels' access pattern under PDL, and the token floor, whose stores wait on a word read after PDL's wait).
+``scripts/record_floor.py`` times, in one process on the GPU, vLLM 0.33, mambalab and those floors for every row that
+some recorded run leaves short (:func:`floor_cases`); the run ships as ``recorded/floor-h200.json``. vLLM's time over
+the fastest floor's is the most any kernel could be ahead of vLLM in that row ("most possible"): where it is under
+the 1.1x asked, no kernel reaches the target in this harness, and the row says "out of reach". The floors and both
+kernels are timed in one process, so the comparison does not mix runs; the recorded runs give the target and the
+lowest ratio. Not a mirror of an upstream file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from mambalab.gpu.gpu_report import RESULTS, BenchData, batch_label, target_speedup
+from mambalab.gpu.run_spread import spread_rows
+from mambalab.viz.text import Text
+
+RECORDED_FLOOR = RESULTS / "floor-h200.json"
+COPY_TARGET_PCT = 88.0  # issue 14: SSU and GDN at batch >= 64, bf16 activations, at least this % of copy
+FLOORS = ("copy", "slot", "token")  # the floor run's times, µs: torch copy_, slot copy, token floor (SSU / GDN)
+
+
+def floor_cases(runs: Sequence[BenchData]) -> list[dict]:
+    """The rows a floor run times, as the bench's case keywords (``kernel state act z pools tokens batch captured
+    dt``) with the row's ``config``: every row short of its target in some run of ``runs``, then every row of the
+    88% target (SSU / GDN, one token, bf16 activations, ``z=None``, ``A``/``dt`` per head, pools cloned, an unpadded
+    batch from 64) under 88% of copy in some run."""
+    short = {(r["config"], r["batch"], r["captured"]) for r in spread_rows(runs) if r["met"] < len(runs)}
+    low = set()
+    for data in runs:
+        for r in data.rows:
+            if (r.impl == "mambalab" and r.null_rows == "skip" and r.kernel in ("ssu", "gdn")
+                    and r.config == _pct_config(r.kernel, r.dtype) and r.batch == r.captured and r.batch >= 64
+                    and r.pct_copy < COPY_TARGET_PCT):
+                low.add((r.config, r.batch, r.captured))
+    out, seen = [], set()
+    for r in runs[0].rows:
+        key = (r.config, r.batch, r.captured)
+        if r.impl != "mambalab" or r.null_rows != "skip" or key in seen or key not in short | low:
+            continue
+        seen.add(key)
+        out.append(dict(config=r.config, kernel=r.kernel, state=r.dtype, act=r.act, z=r.z, pools=r.pools,
+                        tokens=r.tokens, batch=r.batch, captured=r.captured, dt=r.dt, short=key in short))
+    return out
+
+
+def _pct_config(kernel: str, state: str) -> str:
+    """The configuration of the 88% target, as :func:`gpu_report.comparison_summary` reads it."""
+    return f"{kernel} state={state} act=bf16" + (" z=none" if kernel == "ssu" else "") + " pools=cloned"
+
+
+def load_floor(path: str | Path = RECORDED_FLOOR) -> dict:
+    """A floor run (``scripts/record_floor.py``'s JSON): ``environment``, ``copy_gbps``, ``rows``."""
+    with open(path) as f:
+        data = json.load(f)
+    for r in data["rows"]:
+        missing = [k for k in ("config", "batch", "captured", "nbytes", "vllm_us", "mambalab_us", "copy_us")
+                   if r.get(k) is None]
+        if missing:
+            raise ValueError(f"{path}: a floor row lacks {missing}: {r.get('config')} at {r.get('batch')}")
+    return data
+
+
+def reach_rows(floor: dict, runs: Sequence[BenchData]) -> list[dict]:
+    """One dict per row of the floor run: its times (µs), the fastest floor (``floor_us``, which one in ``floor``),
+    ``most`` (vLLM's time over the floor's), ``ours_of_floor`` (the floor's time over mambalab's: 1 is a kernel as
+    fast as a copy), the floor's % of copy, and from ``runs`` the row's target (the highest any run asked) and its
+    lowest ratio; ``reach``: whether ``most`` reaches the target."""
+    spread = {(r["config"], r["batch"], r["captured"]): r for r in spread_rows(runs)}
+    out = []
+    for f in floor["rows"]:
+        times = {k: f[k + "_us"] for k in FLOORS if f.get(k + "_us") is not None}
+        kind = min(times, key=times.get)
+        fl = times[kind]
+        s = spread.get((f["config"], f["batch"], f["captured"]))
+        need = max(s["needs"]) if s else target_speedup(100 * f["nbytes"] / f["vllm_us"] / 1e3 / floor["copy_gbps"])
+        out.append(dict(config=f["config"], batch=f["batch"], captured=f["captured"], vllm_us=f["vllm_us"],
+                        mambalab_us=f["mambalab_us"], floor_us=fl, floor=kind, most=f["vllm_us"] / fl,
+                        ours=f["vllm_us"] / f["mambalab_us"], ours_of_floor=fl / f["mambalab_us"],
+                        floor_pct=100 * f["nbytes"] / fl / 1e3 / floor["copy_gbps"],
+                        mambalab_pct=100 * f["nbytes"] / f["mambalab_us"] / 1e3 / floor["copy_gbps"],
+                        need=need, lowest=None if s is None else s["lo"], reach=f["vllm_us"] / fl >= need))
+    return out
+
+
+def reach_table(floor: dict, runs: Sequence[BenchData]) -> Text:
+    """Each floor row: vLLM's time over mambalab's in the floor run and at its lowest over ``runs``, the most any
+    kernel could be ahead (vLLM over the fastest floor), mambalab's speed as a share of the floor's, the verdict."""
+    head = (f"{'configuration':<56} {'batch':>7} {'ours':>7} {'lowest':>7} {'most':>7} {'target':>6} "
+            f"{'ours/floor':>10}  verdict")
+    lines = [head, "-" * len(head)]
+    for r in reach_rows(floor, runs):
+        low = "-" if r["lowest"] is None else f"{r['lowest']:.3f}x"
+        verdict = "room" if r["reach"] else "out of reach"
+        lines.append(f"{r['config']:<56} {batch_label(r['batch'], r['captured']):>7} {r['ours']:>6.3f}x {low:>7} "
+                     f"{r['most']:>6.3f}x {r['need']:>5.1f}x {r['ours_of_floor']:>9.1%}  {verdict}")
+    return Text("\n".join(lines))
+
+
+def reach_summary(floor: dict, runs: Sequence[BenchData]) -> Text:
+    """How many short rows no kernel could lift to their target, how close mambalab runs to the floor in the others,
+    and the 88% rows: the fastest copy's own % of copy there."""
+    rows = reach_rows(floor, runs)
+    short = [r for r in rows if r["lowest"] is not None and r["lowest"] < r["need"]]
+    out_ = [r for r in short if not r["reach"]]
+    room = [r for r in short if r["reach"]]
+    env = floor.get("environment", {})
+    lines = [f"floor run: {env.get('device', '?')}, {env.get('date', '?')}, at {env.get('commit', '?')}; "
+             f"{len(rows)} rows",
+             f"short of the target in some run: {len(short)}; out of reach of any kernel moving their bytes "
+             f"(vLLM within the target of the fastest copy): {len(out_)}; with room: {len(room)}"]
+    if room:
+        lines.append(f"  where there is room, mambalab runs at {min(r['ours_of_floor'] for r in room):.0%}-"
+                     f"{max(r['ours_of_floor'] for r in room):.0%} of the floor's speed")
+    for r in rows:
+        cfg = r["config"]
+        if r["batch"] == r["captured"] and r["batch"] >= 64 and cfg.startswith(("ssu", "gdn")) and \
+                cfg == _pct_config(cfg.split()[0], cfg.split()[1].split("=")[1]):
+            lines.append(f"{cfg} at {r['batch']}: mambalab {r['mambalab_pct']:.1f}% of copy, the fastest copy of "
+                         f"its bytes {r['floor_pct']:.1f}% ({COPY_TARGET_PCT:.0f}% asked)")
+    return Text("\n".join(lines))
+
+
+__all__ = ["RECORDED_FLOOR", "floor_cases", "load_floor", "reach_rows", "reach_table", "reach_summary"]
