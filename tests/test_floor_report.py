@@ -91,6 +91,9 @@ def test_the_recorded_floor_run_times_the_rows_the_recorded_runs_leave_short():
     # where no kernel could reach 1.1x, mambalab already moves the bytes at the fastest copy's speed, within 1%
     assert len(out) == 6 and all(r["ours_of_floor"] > 0.99 for r in out)
     assert [r["config"].split()[0] for r in rows if r["verdict"] == "no floor"] == ["conv"]
+    pct = [line for line in str(fr.reach_summary(floor, runs)).splitlines() if "asked)" in line]
+    assert [line.split(" at ")[1].split(":")[0] for line in pct] == ["64", "128"]
+    assert all(line.startswith("gdn state=bf16 act=bf16 pools=cloned") for line in pct)
 
 
 def test_chapter_06_says_what_the_recorded_floor_says():

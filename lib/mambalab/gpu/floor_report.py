@@ -84,7 +84,8 @@ def reach_rows(floor: dict, runs: Sequence[BenchData]) -> list[dict]:
         fl = times[kind]
         s = spread.get((f["config"], f["batch"], f["captured"]))
         need = max(s["needs"]) if s else target_speedup(100 * f["nbytes"] / f["vllm_us"] / 1e3 / floor["copy_gbps"])
-        out.append(dict(config=f["config"], batch=f["batch"], captured=f["captured"], vllm_us=f["vllm_us"],
+        out.append(dict(config=f["config"], kernel=f.get("kernel"), state=f.get("state"), batch=f["batch"],
+                        captured=f["captured"], vllm_us=f["vllm_us"],
                         mambalab_us=f["mambalab_us"], floor_us=fl, floor=kind, most=f["vllm_us"] / fl,
                         ours=f["vllm_us"] / f["mambalab_us"], ours_of_floor=fl / f["mambalab_us"],
                         floor_pct=100 * f["nbytes"] / fl / 1e3 / floor["copy_gbps"],
@@ -129,10 +130,8 @@ def reach_summary(floor: dict, runs: Sequence[BenchData]) -> Text:
                          f"{max(r['ours_of_floor'] for r in rs):.1%} of the floor's speed, the most any kernel could "
                          f"be ahead {min(r['most'] for r in rs):.3f}-{max(r['most'] for r in rs):.3f}x")
     for r in rows:
-        cfg = r["config"]
-        if r["batch"] == r["captured"] and r["batch"] >= 64 and cfg.startswith(("ssu", "gdn")) and \
-                cfg == _pct_config(cfg.split()[0], cfg.split()[1].split("=")[1]):
-            lines.append(f"{cfg} at {r['batch']}: mambalab {r['mambalab_pct']:.1f}% of copy, the fastest copy of "
+        if r["batch"] == r["captured"] and r["batch"] >= 64 and r["config"] == _pct_config(r["kernel"], r["state"]):
+            lines.append(f"{r['config']} at {r['batch']}: mambalab {r['mambalab_pct']:.1f}% of copy, the fastest copy of "
                          f"its bytes {r['floor_pct']:.1f}% ({COPY_TARGET_PCT:.0f}% asked)")
     return Text("\n".join(lines))
 
