@@ -104,7 +104,8 @@ def test_chapter_06_says_what_the_recorded_floor_says():
 
     nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "06_gpu.ipynb", as_version=4)
     i = next(i for i, c in enumerate(nb.cells) if "fr.reach_summary(floor, runs)" in c.source)
-    prose = " ".join(nb.cells[i + 1].source.split())
+    prose = " ".join(next(c.source for c in nb.cells[i + 1:] if c.cell_type == "markdown").split())
+    assert prose.startswith("What the floors say")
     floor, runs = fr.load_floor(), rs.recorded_runs()
     rows = fr.reach_rows(floor, runs)
 
@@ -127,3 +128,19 @@ def test_chapter_06_says_what_the_recorded_floor_says():
     assert f"reaches {gdn[64]['floor_pct']:.1f}% of the big copy's rate" in prose
     assert f"(mambalab: {gdn[64]['mambalab_pct']:.1f}% of copy in this run)" in prose
     assert f"the copy reaches {gdn[128]['floor_pct']:.1f}% and mambalab {gdn[128]['mambalab_pct']:.1f}%" in prose
+
+
+def test_the_reach_drawing_has_a_bar_per_short_row_with_a_floor():
+    from matplotlib.figure import Figure
+
+    fig = fr.plot_reach(fr.load_floor(), rs.recorded_runs())
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert ax.get_title(loc="left") == "24 rows short in some run: 6 out of reach, 17 with room, 1 without a floor"
+    bars = [p for p in ax.patches]
+    assert len(bars) == 23  # the conv's row has no floor: no bar
+    out = [b for b in bars if b.get_facecolor()[:3] == pytest.approx(
+        tuple(int(fr.VERDICT_COLOUR["out of reach"][i:i + 2], 16) / 255 for i in (1, 3, 5)))]
+    assert len(out) == 6 and all(1.0 + b.get_width() < 1.1 for b in out)  # each ends left of the target
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[0].startswith("ssu fp32/bf16") and labels[-1] == "conv fp32/fp32 cloned T=2 @ 64"

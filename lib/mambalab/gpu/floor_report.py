@@ -20,8 +20,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
 from mambalab.gpu.gpu_report import RESULTS, BenchData, batch_label, target_speedup
 from mambalab.gpu.run_spread import spread_rows
+from mambalab.viz._common import PALETTE
 from mambalab.viz.text import Text
 
 RECORDED_FLOOR = RESULTS / "floor-h200.json"
@@ -131,9 +135,53 @@ def reach_summary(floor: dict, runs: Sequence[BenchData]) -> Text:
                          f"be ahead {min(r['most'] for r in rs):.3f}-{max(r['most'] for r in rs):.3f}x")
     for r in rows:
         if r["batch"] == r["captured"] and r["batch"] >= 64 and r["config"] == _pct_config(r["kernel"], r["state"]):
-            lines.append(f"{r['config']} at {r['batch']}: mambalab {r['mambalab_pct']:.1f}% of copy, the fastest copy of "
-                         f"its bytes {r['floor_pct']:.1f}% ({COPY_TARGET_PCT:.0f}% asked)")
+            lines.append(f"{r['config']} at {r['batch']}: mambalab {r['mambalab_pct']:.1f}% of copy, the fastest "
+                         f"copy of its bytes {r['floor_pct']:.1f}% ({COPY_TARGET_PCT:.0f}% asked)")
     return Text("\n".join(lines))
 
 
-__all__ = ["RECORDED_FLOOR", "floor_cases", "load_floor", "reach_rows", "reach_table", "reach_summary"]
+VERDICT_COLOUR = {"out of reach": PALETTE["vermillion"], "room": PALETTE["sky"], "no floor": PALETTE["grey"]}
+
+
+def _label(config: str, batch: int, captured: int) -> str:
+    """``ssu fp32/bf16 z=none cloned T=2 @ 8`` for a row's configuration and batch."""
+    words = config.split()
+    state, act = (w.split("=")[1] for w in words[1:3])
+    rest = [w.split("=")[1] if w.startswith("pools=") else w for w in words[3:]]
+    return " ".join([words[0], f"{state}/{act}", *rest]) + f" @ {batch_label(batch, captured)}"
+
+
+def plot_reach(floor: dict, runs: Sequence[BenchData]) -> Figure:
+    """Each row short of its target in some run: a bar from 1x to the most any kernel could be ahead of vLLM (vLLM's
+    time over the fastest floor's), coloured by verdict; vLLM's time over mambalab's as a line from its lowest to its
+    highest over ``runs``; the target as a dotted line. A bar that ends left of the target is out of reach."""
+    spread = {(r["config"], r["batch"], r["captured"]): r for r in spread_rows(runs)}
+    rows = [r for r in reach_rows(floor, runs) if r["lowest"] is not None and r["lowest"] < r["need"]]
+    order = {"out of reach": 0, "room": 1, "no floor": 2}
+    rows.sort(key=lambda r: (order[r["verdict"]], r["most"]))
+    fig = Figure(figsize=(9.5, 0.9 + 0.24 * len(rows)), layout="constrained")
+    ax = fig.subplots()
+    for y, r in enumerate(rows):
+        s = spread[(r["config"], r["batch"], r["captured"])]
+        if r["verdict"] != "no floor":
+            ax.barh(y, r["most"] - 1.0, left=1.0, height=0.6, color=VERDICT_COLOUR[r["verdict"]], alpha=0.8)
+        else:
+            ax.text(1.002, y, "no floor: one copy_ is slower than both kernels", va="center", fontsize=7)
+        ax.plot([s["lo"], s["hi"]], [y, y], color=PALETTE["black"], lw=2, solid_capstyle="butt")
+        ax.plot([s["lo"]], [y], marker="o", ms=3, color=PALETTE["black"])
+        ax.plot([r["need"], r["need"]], [y - 0.4, y + 0.4], color=PALETTE["black"], ls=":", lw=1)
+    ax.set_yticks(range(len(rows)), [_label(r["config"], r["batch"], r["captured"]) for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(1.0, max([1.25] + [r["most"] + 0.02 for r in rows]))
+    ax.set_xlabel("vLLM's time over mambalab's (black: lowest (dot) to highest of the runs; dotted: the target)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend([Patch(color=VERDICT_COLOUR[v], alpha=0.8) for v in ("out of reach", "room")],
+              [f"{v}: the most a kernel as fast as a copy could be ahead" for v in ("out of reach", "room")],
+              fontsize=7, loc="upper right")
+    n = {v: sum(r["verdict"] == v for r in rows) for v in order}
+    ax.set_title(f"{len(rows)} rows short in some run: {n['out of reach']} out of reach, {n['room']} with room, "
+                 f"{n['no floor']} without a floor", fontsize=10, loc="left")
+    return fig
+
+
+__all__ = ["RECORDED_FLOOR", "floor_cases", "load_floor", "reach_rows", "reach_table", "reach_summary", "plot_reach"]
