@@ -117,6 +117,9 @@ def test_chapter_06_says_what_the_recorded_floor_says():
     assert len(out) == 6 and "Six rows are out of reach" in prose
     assert f"within {span(out, 'most')}× of the fastest copy" in prose
     assert f"at {span(out, 'ours_of_floor', 100, 1)}% of that copy's speed" in prose
+    z8 = next(r for r in out if r["config"] == "ssu state=fp32 act=bf16 z=z pools=cloned")
+    met = {(r["config"], r["batch"]): r["met"] for r in rs.spread_rows(runs)}[(z8["config"], 8)]
+    assert met == 1 and f"mambalab runs {z8['ours_of_floor'] - 1:.1%} past the copy" in prose
     assert len(room) == 17 and "Seventeen rows have room" in prose
     assert f"{span(room, 'most')}× ahead of vLLM" in prose
     assert f"at {span(room, 'ours_of_floor', 100, 1)}% of the floor's speed" in prose
