@@ -23,13 +23,13 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from mambalab.gpu.gpu_report import RESULTS, BenchData, batch_label, target_speedup
+from mambalab.gpu.bench import config_key
+from mambalab.gpu.gpu_report import COPY_TARGET_PCT, RESULTS, BenchData, batch_label, comparison_rows, target_speedup
 from mambalab.gpu.run_spread import spread_rows
 from mambalab.viz._common import PALETTE
 from mambalab.viz.text import Text
 
 RECORDED_FLOOR = RESULTS / "floor-h200.json"
-COPY_TARGET_PCT = 88.0  # issue 14: SSU and GDN at batch >= 64, bf16 activations, at least this % of copy
 FLOORS = ("copy", "slot", "token")  # the floor run's times, µs: torch copy_, slot copy, token floor (SSU / GDN)
 
 
@@ -39,17 +39,13 @@ def floor_cases(runs: Sequence[BenchData]) -> list[dict]:
     88% target (SSU / GDN, one token, bf16 activations, ``z=None``, ``A``/``dt`` per head, pools cloned, an unpadded
     batch from 64) under 88% of copy in some run."""
     short = {(r["config"], r["batch"], r["captured"]) for r in spread_rows(runs) if r["met"] < len(runs)}
-    low = set()
-    for data in runs:
-        for r in data.rows:
-            if (r.impl == "mambalab" and r.null_rows == "skip" and r.kernel in ("ssu", "gdn")
-                    and r.config == _pct_config(r.kernel, r.dtype) and r.batch == r.captured and r.batch >= 64
-                    and r.pct_copy < COPY_TARGET_PCT):
-                low.add((r.config, r.batch, r.captured))
-    out, seen = [], set()
+    low = {(r["config"], r["batch"], r["captured"]) for data in runs for r in comparison_rows(data)
+           if r["config"] in _COPY_TARGET_CONFIGS and r["batch"] == r["captured"] and r["batch"] >= 64
+           and r["mambalab_pct"] < COPY_TARGET_PCT}
+    wanted, out, seen = short | low, [], set()
     for r in runs[0].rows:
         key = (r.config, r.batch, r.captured)
-        if r.impl != "mambalab" or r.null_rows != "skip" or key in seen or key not in short | low:
+        if r.impl != "mambalab" or r.null_rows != "skip" or key in seen or key not in wanted:
             continue
         seen.add(key)
         out.append(dict(config=r.config, kernel=r.kernel, state=r.dtype, act=r.act, z=r.z, pools=r.pools,
@@ -57,9 +53,8 @@ def floor_cases(runs: Sequence[BenchData]) -> list[dict]:
     return out
 
 
-def _pct_config(kernel: str, state: str) -> str:
-    """The configuration of the 88% target, as :func:`gpu_report.comparison_summary` reads it."""
-    return f"{kernel} state={state} act=bf16" + (" z=none" if kernel == "ssu" else "") + " pools=cloned"
+# the configurations of the % of copy target, as gpu_report.comparison_summary reads them
+_COPY_TARGET_CONFIGS = {config_key(k, s, "bf16", "none", "cloned") for k in ("ssu", "gdn") for s in ("fp32", "bf16")}
 
 
 def load_floor(path: str | Path = RECORDED_FLOOR) -> dict:
@@ -77,9 +72,9 @@ def load_floor(path: str | Path = RECORDED_FLOOR) -> dict:
 def reach_rows(floor: dict, runs: Sequence[BenchData]) -> list[dict]:
     """One dict per row of the floor run: its times (µs), the fastest floor (``floor_us``, which one in ``floor``),
     ``most`` (vLLM's time over the floor's), ``ours_of_floor`` (the floor's time over mambalab's: 1 is a kernel as
-    fast as a copy), the floor's % of copy, and from ``runs`` the row's target (the highest any run asked) and its
-    lowest ratio; ``verdict``: "no floor" (vLLM faster than every copy), "out of reach" (``most`` under the target),
-    else "room"."""
+    fast as a copy), the floor's % of copy, and from ``runs`` the row's target (the highest any run asked), its lowest
+    and highest ratio and whether it was short in some run (``short``); ``verdict``: "no floor" (vLLM faster than every
+    copy), "out of reach" (``most`` under the target), else "room"."""
     spread = {(r["config"], r["batch"], r["captured"]): r for r in spread_rows(runs)}
     out = []
     for f in floor["rows"]:
@@ -87,15 +82,16 @@ def reach_rows(floor: dict, runs: Sequence[BenchData]) -> list[dict]:
         kind = min(times, key=times.get)
         fl = times[kind]
         s = spread.get((f["config"], f["batch"], f["captured"]))
-        need = max(s["needs"]) if s else target_speedup(100 * f["nbytes"] / f["vllm_us"] / 1e3 / floor["copy_gbps"])
+        def pct(us: float) -> float:  # % of the run's copy peak
+            return 100 * f["nbytes"] / us / 1e3 / floor["copy_gbps"]
+        need = max(s["needs"]) if s else target_speedup(pct(f["vllm_us"]))
         out.append(dict(config=f["config"], kernel=f.get("kernel"), state=f.get("state"), batch=f["batch"],
                         captured=f["captured"], vllm_us=f["vllm_us"],
                         mambalab_us=f["mambalab_us"], floor_us=fl, floor=kind, most=f["vllm_us"] / fl,
                         ours=f["vllm_us"] / f["mambalab_us"], ours_of_floor=fl / f["mambalab_us"],
-                        floor_pct=100 * f["nbytes"] / fl / 1e3 / floor["copy_gbps"],
-                        mambalab_pct=100 * f["nbytes"] / f["mambalab_us"] / 1e3 / floor["copy_gbps"],
-                        need=need, lowest=None if s is None else s["lo"],
-                        verdict=_verdict(f["vllm_us"] / fl, need)))
+                        floor_pct=pct(fl), mambalab_pct=pct(f["mambalab_us"]), need=need,
+                        lowest=None if s is None else s["lo"], highest=None if s is None else s["hi"],
+                        short=s is not None and s["lo"] < need, verdict=_verdict(f["vllm_us"] / fl, need)))
     return out
 
 
@@ -121,7 +117,7 @@ def reach_summary(floor: dict, runs: Sequence[BenchData]) -> Text:
     """How many short rows no kernel could lift to their target, how close mambalab runs to the floor in the others,
     and the 88% rows: the fastest copy's own % of copy there."""
     rows = reach_rows(floor, runs)
-    short = [r for r in rows if r["lowest"] is not None and r["lowest"] < r["need"]]
+    short = [r for r in rows if r["short"]]
     by = {v: [r for r in short if r["verdict"] == v] for v in ("out of reach", "room", "no floor")}
     env = floor.get("environment", {})
     lines = [f"floor run: {env.get('device', '?')}, {env.get('date', '?')}, at {env.get('commit', '?')}; "
@@ -134,7 +130,7 @@ def reach_summary(floor: dict, runs: Sequence[BenchData]) -> Text:
                          f"{max(r['ours_of_floor'] for r in rs):.1%} of the floor's speed, the most any kernel could "
                          f"be ahead {min(r['most'] for r in rs):.3f}-{max(r['most'] for r in rs):.3f}x")
     for r in rows:
-        if r["batch"] == r["captured"] and r["batch"] >= 64 and r["config"] == _pct_config(r["kernel"], r["state"]):
+        if r["batch"] == r["captured"] and r["batch"] >= 64 and r["config"] in _COPY_TARGET_CONFIGS:
             lines.append(f"{r['config']} at {r['batch']}: mambalab {r['mambalab_pct']:.1f}% of copy, the fastest "
                          f"copy of its bytes {r['floor_pct']:.1f}% ({COPY_TARGET_PCT:.0f}% asked)")
     return Text("\n".join(lines))
@@ -155,20 +151,18 @@ def plot_reach(floor: dict, runs: Sequence[BenchData]) -> Figure:
     """Each row short of its target in some run: a bar from 1x to the most any kernel could be ahead of vLLM (vLLM's
     time over the fastest floor's), coloured by verdict; vLLM's time over mambalab's as a line from its lowest to its
     highest over ``runs``; the target as a dotted line. A bar that ends left of the target is out of reach."""
-    spread = {(r["config"], r["batch"], r["captured"]): r for r in spread_rows(runs)}
-    rows = [r for r in reach_rows(floor, runs) if r["lowest"] is not None and r["lowest"] < r["need"]]
+    rows = [r for r in reach_rows(floor, runs) if r["short"]]
     order = {"out of reach": 0, "room": 1, "no floor": 2}
     rows.sort(key=lambda r: (order[r["verdict"]], r["most"]))
     fig = Figure(figsize=(9.5, 0.9 + 0.24 * len(rows)), layout="constrained")
     ax = fig.subplots()
     for y, r in enumerate(rows):
-        s = spread[(r["config"], r["batch"], r["captured"])]
         if r["verdict"] != "no floor":
             ax.barh(y, r["most"] - 1.0, left=1.0, height=0.6, color=VERDICT_COLOUR[r["verdict"]], alpha=0.8)
         else:
             ax.text(1.002, y, "no floor: one copy_ is slower than both kernels", va="center", fontsize=7)
-        ax.plot([s["lo"], s["hi"]], [y, y], color=PALETTE["black"], lw=2, solid_capstyle="butt")
-        ax.plot([s["lo"]], [y], marker="o", ms=3, color=PALETTE["black"])
+        ax.plot([r["lowest"], r["highest"]], [y, y], color=PALETTE["black"], lw=2, solid_capstyle="butt")
+        ax.plot([r["lowest"]], [y], marker="o", ms=3, color=PALETTE["black"])
         ax.plot([r["need"], r["need"]], [y - 0.4, y + 0.4], color=PALETTE["black"], ls=":", lw=1)
     ax.set_yticks(range(len(rows)), [_label(r["config"], r["batch"], r["captured"]) for r in rows], fontsize=7)
     ax.invert_yaxis()

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from mambalab.gpu.bench import Row
+from mambalab.gpu.bench import Row, config_key
 from mambalab.device import DEVICE_TYPE
 from mambalab.lab.worker_process import child_env
 from mambalab.viz._common import PALETTE
@@ -428,6 +428,7 @@ VLLM_COMMAND = ("python scripts/vllm_baseline.py vllm-0.33.0-*.whl   # .vllm/: v
                 "scripts/gpu_measure.sh OUT   # fla-core in /tmp/site")
 # where vLLM is below this % of copy the issue asks mambalab for 1.1x its speed, elsewhere at least 1x
 SLOW_BASELINE_PCT = 80.0
+COPY_TARGET_PCT = 88.0  # SSU and GDN, bf16 activations, as the layers call them, batch >= 64: at least this % of copy
 SPEEDUP_WHERE_SLOW = 1.1
 
 
@@ -542,12 +543,12 @@ def comparison_summary(data: BenchData) -> Text:
                          f"slower than vLLM in {sum(x < 1.0 for x in nb)} ({min(nb):.2f}x at the least)")
     for k in ("ssu", "gdn"):
         for state in ("fp32", "bf16"):
-            key = f"{k} state={state} act=bf16" + (" z=none" if k == "ssu" else "") + " pools=cloned"
+            key = config_key(k, state, "bf16", "none", "cloned")
             sel = [r for r in rows if r["config"] == key and r["batch"] == r["captured"] and r["batch"] >= 64]
             if sel:
                 lo = min(r["mambalab_pct"] for r in sel)
                 lines.append(f"{k} {state} state, bf16 activations, batch >= 64: {lo:.1f}% of copy at least "
-                             f"(target >= 88%: {'met' if lo >= 88 else 'MISSED'})")
+                             f"(target >= {COPY_TARGET_PCT:.0f}%: {'met' if lo >= COPY_TARGET_PCT else 'MISSED'})")
     return Text("\n".join(lines))
 
 
