@@ -23,7 +23,6 @@ import torch  # noqa: E402
 
 from ab_sweep import BUDGET, timed  # noqa: E402
 from mambalab.gpu import bench  # noqa: E402
-from mambalab.gpu.bench_cases import CASES  # noqa: E402
 from mambalab.gpu.copy_floor import SLOT_COPY_VARIANTS, floor_times  # noqa: E402
 from mambalab.gpu.floor_report import floor_cases  # noqa: E402
 from mambalab.gpu.run_spread import recorded_runs  # noqa: E402
@@ -38,9 +37,8 @@ def main(out: str) -> int:
     print(f"{env['device']}: copy {copy:.0f} GB/s", flush=True)
     rows = []
     for c in floor_cases(recorded_runs()):
-        d = bench.DTYPES
-        case = CASES[c["kernel"]](c["batch"], c["captured"], d[c["state"]], d[c["act"]], c["z"] == "z", c["pools"],
-                                  c["tokens"], c["dt"])
+        case = bench.make_case(c["kernel"], c["state"], c["act"], c["z"], c["pools"], c["tokens"], c["batch"],
+                               c["captured"], c["dt"])
         v, m = timed(case, "vllm"), timed(case, "mambalab")
         f = floor_times(case, BUDGET, PDL_SLOT, token=True)
         row = {**c, "nbytes": case.nbytes, "vllm_us": v, "mambalab_us": m, "copy_us": f["copy"],

@@ -230,6 +230,12 @@ def time_eager(calls: list[Callable[[], object]], pools: int = 4) -> tuple[float
     return ms * 1e3, host
 
 
+def make_case(kernel: str, state: str, act: str, z: str, pools: str, tokens: int, active: int, captured: int,
+              dt: str) -> Case:
+    """A case of :data:`CASES` from a configuration's names (a plan entry's): dtypes by name, ``z`` "z" or "none"."""
+    return CASES[kernel](active, captured, DTYPES[state], DTYPES[act], z == "z", pools, tokens, dt)
+
+
 def _timed_calls(case: Case, impl: str, budget: int, bugs: BugConfig | None):
     L = _num_pools(case.pool_bytes, budget)
     pools = case.make_pools(L)
@@ -374,7 +380,7 @@ def run(kernels, dtypes, batches, padded, budget_gb: float, extra_impls: bool,
     fla_batches = []
     try:
         for k, state, act, z, pools, T, active, captured, mode, dt in todo:
-            case = CASES[k](active, captured, DTYPES[state], DTYPES[act], z == "z", pools, T, dt)
+            case = make_case(k, state, act, z, pools, T, active, captured, dt)
             impls = ["mambalab"] + ([i for i in others[k] if i == "vllm"] if mode == "skip" else [])
             agree = None
             if len(impls) > 1:
