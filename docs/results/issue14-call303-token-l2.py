@@ -9,7 +9,7 @@ Variants: "base"; "tl2": the GDN streaming kernel's early launches (``gated_delt
 Reference checks first (SSU); then the bench, after a torch kernel ("-nb"), and as a layer runs it (the conv, then
 the SSU or GDN); the agreement gate on each.
 
-Runs at the commit that adds the switches (both off); the note names it.
+Runs at c5663ad, the commit with the switches (both off by default); the next commit takes them out (not taken).
 
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call303-token-l2.py
 """

@@ -49,38 +49,20 @@ def is_live_slot(idx, null_block_id, GUARD: tl.constexpr):
 
 
 @triton.jit
-def prefetch_l2(ptrs, EVICT_LAST: tl.constexpr = False):
-    """A hint, on a GPU only: ask L2 for the 128-byte line of each pointer in ``ptrs`` (a block of pointers).
-    Nothing is read into registers and nothing is written, so launched before PDL's wait it is safe even for
-    bytes the previous kernel is still writing (L2 is where every SM's writes meet; the loads after the wait
-    read them there). ``ptrs`` must be addresses inside their tensors (a hint takes no mask)."""
+def prefetch_rows_l2(base, rows, s_row, s_col, NCOLS: tl.constexpr, EVICT_LAST: tl.constexpr):
+    """A hint, on a GPU only: ask L2 for the 128-byte lines of ``base``'s rows ``rows`` (each row's first
+    ``NCOLS`` elements, ``s_col == 1`` for the lines to be that row's). Nothing is read into registers and
+    nothing is written; launched before PDL's wait it overlaps a state tile's DRAM fetch with the previous
+    kernel's tail. ``rows`` must be addresses inside the tensor (clamp them: a hint takes no mask)."""
+    ELEMS: tl.constexpr = 1024 // base.dtype.element_ty.primitive_bitwidth
+    LINES: tl.constexpr = (NCOLS + ELEMS - 1) // ELEMS
+    ptrs = base + rows[:, None] * s_row + (tl.arange(0, LINES) * ELEMS)[None, :] * s_col
     if EVICT_LAST:
         tl.inline_asm_elementwise("prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs],
                                   dtype=tl.int32, is_pure=False, pack=1)
     else:
         tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptrs],
                                   dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def prefetch_rows_l2(base, rows, s_row, s_col, NCOLS: tl.constexpr, EVICT_LAST: tl.constexpr):
-    """:func:`prefetch_l2` of the 128-byte lines of ``base``'s rows ``rows`` (each row's first ``NCOLS``
-    elements, ``s_col == 1`` for the lines to be that row's); launched before PDL's wait it overlaps a state
-    tile's DRAM fetch with the previous kernel's tail. ``rows`` must be inside the tensor (clamp them)."""
-    ELEMS: tl.constexpr = 1024 // base.dtype.element_ty.primitive_bitwidth
-    LINES: tl.constexpr = (NCOLS + ELEMS - 1) // ELEMS
-    prefetch_l2(base + rows[:, None] * s_row + (tl.arange(0, LINES) * ELEMS)[None, :] * s_col, EVICT_LAST)
-
-
-@triton.jit
-def prefetch_vector_l2(base, n, s_n, N: tl.constexpr):
-    """:func:`prefetch_l2` of the lines of a token's vector ``base[0 : n]`` (stride ``s_n``; ``N``: a power of two
-    at least ``n``): one pointer every 128 bytes and the last element's (a vector that does not start on a line
-    ends in one line more), each clamped inside the vector; twice the lines' count keeps it a power of two."""
-    ELEMS: tl.constexpr = 1024 // base.dtype.element_ty.primitive_bitwidth
-    LINES: tl.constexpr = 2 * ((N + ELEMS - 1) // ELEMS)
-    at = tl.minimum(tl.arange(0, LINES) * ELEMS, n - 1)
-    prefetch_l2(base + at * s_n)
 
 
 #: Under the interpreter a one-token decode launch runs all its requests in one program (the ``*_requests``
@@ -173,5 +155,5 @@ def device_name(device: torch.device) -> str | None:
     return _cuda_device_name(device.index if device.index is not None else torch.cuda.current_device())
 
 
-__all__ = ["is_live_slot", "prefetch_l2", "prefetch_rows_l2", "prefetch_vector_l2", "program_row", "guard_for",
-           "bound_accepted_for", "KernelFamily", "REQUESTS_A_PROGRAM", "requests_a_program", "use_pdl", "device_name"]
+__all__ = ["is_live_slot", "prefetch_rows_l2", "program_row", "guard_for", "bound_accepted_for", "KernelFamily",
+           "REQUESTS_A_PROGRAM", "requests_a_program", "use_pdl", "device_name"]

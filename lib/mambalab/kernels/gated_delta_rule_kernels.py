@@ -28,7 +28,7 @@ import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defin
 import triton
 import triton.language as tl
 
-from mambalab.kernels.common import is_live_slot, prefetch_l2, prefetch_vector_l2, program_row
+from mambalab.kernels.common import is_live_slot, program_row
 
 
 @triton.jit
@@ -244,7 +244,6 @@ def _gdn_stream_kernel(
     EARLY_STATE: tl.constexpr = False,  # NB == 2: the slot and both blocks read first (before the wait, with PDL)
     EARLY_ONE: tl.constexpr = False,  # with EARLY_STATE: only the first block early, the second once it is computed
     RAW_QK: tl.constexpr = False,  # q, k not normalised before the state's reductions, their norms applied after
-    TOKEN_L2: tl.constexpr = False,  # with EARLY_STATE under PDL: the token's lines asked of L2 before the wait
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
     ``HAS_INITIAL_STATE``, no ``num_accepted_tokens``), one token a sequence; with ``SIGMOID_GATING`` ``g`` and
@@ -303,10 +302,6 @@ def _gdn_stream_kernel(
             if not EARLY_ONE:
                 h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
             if USE_PDL:
-                if TOKEN_L2:  # a hint, no value read: the loads after the wait find the lines in L2
-                    _token_l2(q, k, v, g, beta, i_b, bos, i_h, i_hv, i_v * NB * RB, s_q_b, s_q_t, s_q_h, s_q_k,
-                              s_k_b, s_k_t, s_k_h, s_k_k, s_v_b, s_v_t, s_v_h, s_v_v, s_g_b, s_g_t, s_g_h,
-                              s_beta_b, s_beta_t, s_beta_h, K, V, BK, NB * RB, HAS_BETA)
                 tl.extra.cuda.gdc_wait()
         p_tok_q = q + i_b * s_q_b + bos * s_q_t + i_h * s_q_h
         p_tok_k = k + i_b * s_k_b + bos * s_k_t + i_h * s_k_h
@@ -365,22 +360,6 @@ def _gdn_stream_kernel(
                       s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
                       s_ht_n, s_ht_h, s_ht_v, s_ht_k, s_idx_n, s_idx_c,
                       HV, K, V, BK, True, 1, HAS_BETA, USE_L2NORM, SIGMOID_GATING, GUARD)
-
-
-@triton.jit
-def _token_l2(q, k, v, g, beta, i_b, bos, i_h, i_hv, row0, s_q_b, s_q_t, s_q_h, s_q_k, s_k_b, s_k_t, s_k_h, s_k_k,
-              s_v_b, s_v_t, s_v_h, s_v_v, s_g_b, s_g_t, s_g_h, s_beta_b, s_beta_t, s_beta_h,
-              K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, ROWS: tl.constexpr, HAS_BETA: tl.constexpr):
-    """The lines of one token's ``q``, ``k``, the program's ``ROWS`` rows of ``v`` from ``row0`` and its gates,
-    asked of L2 (:func:`~mambalab.kernels.common.prefetch_vector_l2`; a GPU only)."""
-    prefetch_vector_l2(q + i_b * s_q_b + bos * s_q_t + i_h * s_q_h, K, s_q_k, BK)
-    prefetch_vector_l2(k + i_b * s_k_b + bos * s_k_t + i_h * s_k_h, K, s_k_k, BK)
-    prefetch_vector_l2(v + i_b * s_v_b + bos * s_v_t + i_hv * s_v_h + row0 * s_v_v, tl.minimum(ROWS, V - row0), s_v_v,
-                       ROWS)
-    one = tl.zeros([1], dtype=tl.int32)
-    prefetch_l2(g + i_b * s_g_b + bos * s_g_t + i_hv * s_g_h + one)
-    if HAS_BETA:
-        prefetch_l2(beta + i_b * s_beta_b + bos * s_beta_t + i_hv * s_beta_h + one)
 
 
 @triton.jit

@@ -65,7 +65,7 @@ from mambalab.kernels.mamba_ssm_devices import ssu_device_rule, ssu_early_half, 
 from mambalab.kernels.mamba_ssm_kernels import _ssu_heads_kernel, _ssu_request_head, _ssu_src_slot
 from mambalab.kernels.mamba_ssm_requests import _ssu_requests_kernel
 from mambalab.kernels.mamba_ssm_spec import _ssu_spec_tokens
-from mambalab.kernels.mamba_ssm_token import _ssu_token, _ssu_token_l2
+from mambalab.kernels.mamba_ssm_token import _ssu_token
 from mambalab.kernels.mamba_ssm_untied import _ssu_untied_reqs_kernel, untied_reqs
 from mambalab.kernels.mamba_ssm_ref import is_tied, prepare_ssu_inputs
 
@@ -119,10 +119,10 @@ def _ssu_kernel(
     SPEC_AHEAD: tl.constexpr = 1,  # ... with token t + SPEC_AHEAD's loads issued before token t's update
     ZIGZAG: tl.constexpr = False,  # with HEADS_FIRST, the requests in the order 0, n-1, 1, ... (common.program_row)
     EARLY_SLOT: tl.constexpr = False,  # under PDL without EARLY_STATE: only the source slot read before the wait
-    TOKEN_L2: tl.constexpr = False,  # under PDL: the token's lines asked of L2 before the wait (varlen: EARLY_STATE)
 ):
-    # One program: BLOCK_M rows (of the head dim) x all of dstate, for one request and one head. It keeps its state
-    # tile in registers, in float32, for all the request's tokens.
+    # One program: BLOCK_M rows (of the head dim) x all of dstate, for one
+    # request (axis 1) and one head (axis 2). It keeps its state tile in
+    # registers, in float32, for all the request's tokens.
     pid_m = tl.program_id(0)
     pid_r, pid_h = _ssu_request_head(HEADS_FIRST, ZIGZAG)
     if USE_PDL:
@@ -131,11 +131,6 @@ def _ssu_kernel(
         # Without EARLY_STATE nothing is read before the wait, so the order of reads and writes is the one
         # without PDL; what overlaps is the launch of this grid with the tail of the previous one.
         tl.extra.cuda.gdc_launch_dependents()
-        if TOKEN_L2 and (EARLY_STATE or not IS_VARLEN):  # a hint (mamba_ssm_token._ssu_token_l2); cu_seqlens early
-            _ssu_token_l2(x_ptr, dt_ptr, B_ptr, C_ptr, z_ptr, cu_seqlens_ptr, pid_r, tokens_per_request, IS_VARLEN,
-                          pid_h, pid_h // (HPG if HPG else heads_per_group), pid_m * BLOCK_M, dim, dstate, s_x_tok,
-                          s_x_head, s_x_dim, s_dt_tok, s_dt_head, s_dt_dim, s_B_tok, s_B_group, s_B_n, s_C_tok,
-                          s_C_group, s_C_n, s_z_tok, s_z_head, s_z_dim, TIE_HDIM, HAS_Z, BLOCK_M, BLOCK_N, SPEC_TOKENS)
         # The source slot read before the wait (early_state_load's promise): PREFETCH's hint goes there (the state's
         # slot read again after it; reusing this one was no faster, call 276); under EARLY_SLOT it is the slot used.
         if PREFETCH or EARLY_SLOT:
@@ -219,7 +214,8 @@ def _ssu_kernel(
         else:
             dt_bias = 0.0
     if HAS_D:
-        D = tl.load(D_ptr + pid_h * s_D_head + offs_m * s_D_dim, mask=mask_m, other=0.0).to(tl.float32)
+        D = tl.load(D_ptr + pid_h * s_D_head + offs_m * s_D_dim, mask=mask_m, other=0.0)
+        D = D.to(tl.float32)
     else:
         D = 0.0
     if USE_PDL:
@@ -236,20 +232,28 @@ def _ssu_kernel(
 
     # -- the recurrence ------------------------------------------------------------
     if ONE_TOKEN:
-        # The decode step proper (one token, its state back to its own slot): no loop, one register layout
+        # The decode step proper (one token, its state back to its own slot): no
+        # loop, so the compiler keeps one register layout from load to store.
         state, out = _ssu_token(state, x_ptrs, B_ptrs, C_ptrs, dt_ptrs, z_ptrs, A, dt_bias, D,
                                 mask_m, mask_n, TIE_HDIM, HAS_DT_BIAS, DT_SOFTPLUS, HAS_D, HAS_Z, FAST_SOFTPLUS)
-        dst_slot, dst_live = src_slot, True  # no indices, or the same index tensor (the guard already passed it)
-        if HAS_INDICES and not DST_IS_SRC:
+        if DST_IS_SRC:
+            dst_slot = src_slot  # the same index tensor: the guard already passed it
+            dst_live = True
+        elif HAS_INDICES:
             dst_slot = tl.load(dst_idx_ptr + pid_r * s_dst_row).to(tl.int64)
             dst_live = is_live_slot(dst_slot, null_block_id, GUARD)
+        else:
+            dst_slot = src_slot
+            dst_live = True
         if dst_live:
             tl.store(head_state_ptr + dst_slot * s_state_slot + tile,
                      state.to(state_ptr.dtype.element_ty), mask=mask_mn)
         tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=mask_m)
     else:
-        # Several tokens (speculative decoding, varlen): the state stays in float32 registers from token to token
-        # (``while``, not ``for t in range(seq_len)``: Triton 3.6's interpreter under NumPy 2 takes no runtime bound).
+        # Several tokens (speculative decoding, varlen): the state stays in
+        # float32 registers from token to token.
+        # (``while``, not ``for t in range(seq_len)``: Triton 3.6's interpreter
+        # cannot take a runtime loop bound under NumPy 2.)
         t = tl.zeros([], dtype=tl.int32)
         if SPEC_TOKENS > 0:  # a speculative step's request: tokens unrolled, loads ahead (mamba_ssm_spec.py)
             if seq_len == SPEC_TOKENS:

@@ -84,9 +84,6 @@ SPEC_UNROLL: dict[int, tuple[int, int, int]] = {2: (1, 4 * 128, 3), 4: (1, 2 * 1
 # batch 8-256 1.08-1.11 -> 1.10-1.18x (136 alike, 120 and below slower). Not taken: one token bf16 128 -> 112 (batch
 # 4-16 +1-2%, 32-512 even, with z at 8 1% slower; 96 and below slower); fp32 (159 one token, 95 several) at any cap.
 MAXNREG: dict[tuple[int, bool], int] = {(2, True): 128}
-# Under PDL, the token's lines (x, z, dt, B, C) asked of L2 before the wait (_ssu_kernel's TOKEN_L2), by state element
-# size: an A/B switch.
-TOKEN_L2: frozenset = frozenset()
 # The one-token load order is ptxas': it issues 4 of the fp32 16-row tile's 16 state loads, then the softplus (which
 # waits on dt), then the other 12. A scheduling fence (``tl.debug_barrier``) that issues all 16 together ran 1-2% faster
 # alone under Nsight Compute, but beside vLLM with bf16 activations 1-5% slower in the bench and as a layer runs it (fp32
@@ -133,8 +130,6 @@ def ssu_kernel_options(p, one_token: bool, on_gpu: bool) -> dict:
     cap = MAXNREG.get((size, not one_token))
     if cap and on_gpu and not opts:
         opts["maxnreg"] = cap
-    if size in TOKEN_L2 and p.cu_seqlens is None:  # acts under PDL only (the kernel's TOKEN_L2)
-        opts["TOKEN_L2"] = True
     return opts
 
 

@@ -16,37 +16,7 @@ import mambalab  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defin
 import triton
 import triton.language as tl
 
-from mambalab.kernels.common import prefetch_vector_l2
 from mambalab.kernels.mamba_ssm_kernels import _softplus
-
-
-@triton.jit
-def _ssu_token_l2(x_ptr, dt_ptr, B_ptr, C_ptr, z_ptr, cu_seqlens_ptr, pid_r, tokens_per_request,
-                  IS_VARLEN: tl.constexpr, pid_h, group, row0, dim, dstate,
-                  s_x_tok, s_x_head, s_x_dim, s_dt_tok, s_dt_head, s_dt_dim, s_B_tok, s_B_group, s_B_n,
-                  s_C_tok, s_C_group, s_C_n, s_z_tok, s_z_head, s_z_dim,
-                  TIE_HDIM: tl.constexpr, HAS_Z: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  SPEC_TOKENS: tl.constexpr):
-    """The lines of request ``pid_r``'s tokens' inputs (one token, or ``SPEC_TOKENS`` where more than 0:
-    the program's ``BLOCK_M`` rows of ``x``, ``z`` and ``dt`` from ``row0``, the group's ``B`` and ``C``) asked of L2
-    (a hint, a GPU only): issued before PDL's wait, the loads after it find them there (``TOKEN_L2``)."""
-    if IS_VARLEN:  # metadata: read before the wait only under early_state_load's promise (EARLY_STATE)
-        bos = tl.load(cu_seqlens_ptr + pid_r).to(tl.int64)
-    else:
-        bos = pid_r.to(tl.int64) * tokens_per_request
-    rows = tl.minimum(BLOCK_M, dim - row0)
-    TOKENS: tl.constexpr = SPEC_TOKENS if SPEC_TOKENS > 0 else 1
-    for t in tl.static_range(TOKENS):
-        tok = bos + t
-        prefetch_vector_l2(x_ptr + tok * s_x_tok + pid_h * s_x_head + row0 * s_x_dim, rows, s_x_dim, BLOCK_M)
-        if HAS_Z:
-            prefetch_vector_l2(z_ptr + tok * s_z_tok + pid_h * s_z_head + row0 * s_z_dim, rows, s_z_dim, BLOCK_M)
-        if TIE_HDIM:
-            prefetch_vector_l2(dt_ptr + tok * s_dt_tok + pid_h * s_dt_head, 1, 0, 1)
-        else:
-            prefetch_vector_l2(dt_ptr + tok * s_dt_tok + pid_h * s_dt_head + row0 * s_dt_dim, rows, s_dt_dim, BLOCK_M)
-        prefetch_vector_l2(B_ptr + tok * s_B_tok + group * s_B_group, dstate, s_B_n, BLOCK_N)
-        prefetch_vector_l2(C_ptr + tok * s_C_tok + group * s_C_group, dstate, s_C_n, BLOCK_N)
 
 
 @triton.jit
