@@ -11,7 +11,7 @@ block's fetch under the chain:
 GDN one token, bf16 state, packed decode as the layer calls it: the bench, after a torch kernel ("-nb"), and as a
 layer runs it (the conv, then the GDN); the agreement gate on each.
 
-Runs at the commit that adds the switch (off by default); the note names it.
+Runs at e8396ac, the commit with the switch (off by default).
 
     PYTHONPATH=$PWD/lib:$PWD/.vllm:/tmp/site OUT=$OUT python3 docs/results/issue14-call307-gdn-b-at-wait.py
 """

@@ -253,7 +253,7 @@ STREAM_ONE_MAXNREG = 128  # 112 / 96 / 80 (no spill locally): 1.15-3.0x the time
 # The streaming kernel's one-token step with q / k as loaded, their norms applied after the state's reductions (RAW_QK),
 # by state element size. H200 (call 162, issue14-call162-gdn-raw-qk.txt): fp32 8-32 +0-8% (fp32 activations at 9
 # 1.024 -> 1.104x), after a torch kernel -0.3-+12%, layer pairs 8 / 16 / 32 +8 / +2 / +2%; bf16 -1-+2%, not taken.
-STREAM_RAW_QK, STREAM_B_AT_WAIT = frozenset({4}), {}  # and EARLY_ONE's second block at the wait (B_AT_WAIT's mode)
+STREAM_RAW_QK = frozenset({4})
 # Several tokens a sequence (2-D indices, in place, either gating): the streaming kernel for speculation
 # (gated_delta_rule_stream._gdn_spec_stream_kernel), by state element size: (rows a block, blocks, num_stages, fewest,
 # most sequences, warps); index rows of at most SPEC_STREAM_MAX_TOKENS columns (unrolled). H200 beside vLLM 0.33, A/B
@@ -406,13 +406,13 @@ def _launch(
     if stream and stream[3] <= N <= stream[4] and heads == 1 and card is None:
         kernel, extra = _gdn_stream_kernel, dict(zip(("RB", "NB", "STAGES"), stream[:3]))
         grid = (triton.cdiv(V, stream[0] * stream[1]), HV, N)
-        lo, hi, zz, one = STREAM_EARLY_STATE.get(size := state_in.element_size(), (1, 0, False, False))
+        lo, hi, zz, one = STREAM_EARLY_STATE.get(state_in.element_size(), (1, 0, False, False))
         early = early_state_load and lo <= N <= hi and stream[1] == 2
         pdl = early and use_pdl(q.device)  # PDL with the early blocks only (and their zigzag, zz)
         extra = dict(extra, EARLY_STATE=early, EARLY_ONE=early and one, USE_PDL=pdl, ZIGZAG=ZIGZAG_STREAM or zz and pdl,
                      **({"launch_pdl": True} if pdl else {}))
-        extra.update({"maxnreg": STREAM_ONE_MAXNREG} if early and one else {}, RAW_QK=size in STREAM_RAW_QK,
-                     B_AT_WAIT=STREAM_B_AT_WAIT.get(size, 0) if early and one else 0)
+        extra.update({"maxnreg": STREAM_ONE_MAXNREG} if early and one else {},
+                     RAW_QK=state_in.element_size() in STREAM_RAW_QK)
     spec = SPEC_STREAM.get(state_in.element_size()) if (
         _gpu_rules_on(q.device) and in_place and indexed == 2 and multi_token and block_v is None and heads == 1
         and num_cols <= SPEC_STREAM_MAX_TOKENS) else None

@@ -244,7 +244,6 @@ def _gdn_stream_kernel(
     EARLY_STATE: tl.constexpr = False,  # NB == 2: the slot and both blocks read first (before the wait, with PDL)
     EARLY_ONE: tl.constexpr = False,  # with EARLY_STATE: only the first block early, the second once it is computed
     RAW_QK: tl.constexpr = False,  # q, k not normalised before the state's reductions, their norms applied after
-    B_AT_WAIT: tl.constexpr = 0,  # with EARLY_ONE: the second block loaded right after the wait (2: and a fence)
 ):
     """The general kernel's arguments (the launch passes the same list; here ``INPLACE``, ``INDEXED == 1``,
     ``HAS_INITIAL_STATE``, no ``num_accepted_tokens``), one token a sequence; with ``SIGMOID_GATING`` ``g`` and
@@ -304,10 +303,6 @@ def _gdn_stream_kernel(
                 h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
             if USE_PDL:
                 tl.extra.cuda.gdc_wait()
-            if EARLY_ONE and B_AT_WAIT:  # its rows are not the first's, and no store of this program precedes it
-                h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
-                if B_AT_WAIT == 2:  # a fence: ptxas issues those loads here, not among the first block's arithmetic
-                    tl.debug_barrier()
         p_tok_q = q + i_b * s_q_b + bos * s_q_t + i_h * s_q_h
         p_tok_k = k + i_b * s_k_b + bos * s_k_t + i_h * s_k_h
         b_q = tl.load(p_tok_q + o_k * s_q_k, mask=mask_k, other=0.0).to(tl.float32)
@@ -339,9 +334,7 @@ def _gdn_stream_kernel(
         if EARLY_STATE:
             if EARLY_ONE:  # the second block's rows are not the first's: its load may precede their store
                 h_a = _stream_output(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, s_v_v, V, r_q, r_k, RAW_QK)
-                if not B_AT_WAIT:
-                    h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB,
-                                     BK)
+                h_b = _load_rows(h0, slot, i_hv, o_va + RB, o_k, s_h0_n, s_h0_h, s_h0_v, s_h0_k, V, K, True, RB, BK)
                 _stream_store(h_a, o_va, p_ht, s_ht_v, s_ht_k, V, K, BK)
             else:
                 _stream_block(h_a, o_va, b_q, b_k, kq, decay, b_beta, p_v, p_o, p_ht, s_v_v, s_ht_v, s_ht_k, V, K, BK,
