@@ -71,6 +71,22 @@ def test_each_row_gets_the_fastest_floor_and_a_verdict():
     assert "short of the target in some run: 2; out of reach" in summary and "room: 1; no floor: 0" in summary
 
 
+def test_room_only_against_torchs_copy_is_told_apart():
+    # at 4 only the contiguous copy_ leaves room (10.5 / 9.0 = 1.167x); the slot and token copies, in the kernels'
+    # pattern, would be 10.5 / 9.7 = 1.082x ahead: under the 1.1x asked
+    floor = _floor([_frow(4, 10.5, 10.0, 9.0, 9.8, 9.7), _frow(8, 11.2, 10.0, 11.0, 10.4, 10.5)])
+    rows = {r["batch"]: r for r in fr.reach_rows(floor, _runs())}
+    assert rows[4]["verdict"] == "room" and rows[4]["pattern_us"] == 9.7
+    assert rows[4]["pattern_most"] == pytest.approx(10.5 / 9.7) and rows[4]["ours_of_pattern"] == pytest.approx(0.97)
+    summary = str(fr.reach_summary(floor, _runs()))
+    assert "of those with room, 1 only against torch's copy_: the copies in the kernels' own pattern would be " \
+           "1.082-1.082x ahead, mambalab at 97.0%-97.0% of their speed" in summary
+    conv = fr.reach_rows(_floor([_frow(4, 10.5, 10.0, 9.0, config="conv state=fp32 act=fp32 pools=cloned")]), _runs())
+    assert conv[0]["pattern_us"] is None and conv[0]["pattern_most"] is None  # no slot copy for the conv
+    floor = _floor([_frow(4, 10.5, 10.0, 9.0, 9.5, 9.2)])  # the slot copies leave room too: no such line
+    assert "only against torch's copy_" not in str(fr.reach_summary(floor, _runs()))
+
+
 def test_a_floor_row_without_its_times_is_refused(tmp_path):
     row = _frow(4, 10.5, 10.0, 9.0)
     del row["vllm_us"]
@@ -91,6 +107,13 @@ def test_the_recorded_floor_run_times_the_rows_the_recorded_runs_leave_short():
     # where no kernel could reach 1.1x, mambalab already moves the bytes at the fastest copy's speed, within 1%
     assert len(out) == 6 and all(r["ours_of_floor"] > 0.99 for r in out)
     assert [r["config"].split()[0] for r in rows if r["verdict"] == "no floor"] == ["conv"]
+    # room only against torch's contiguous copy_: the SSU's fp32 state at 9 -> 16 and its speculative rows at 8
+    # (one read, T writes); there mambalab moves the bytes within 3% of the copies in its own pattern
+    own = [r for r in rows if r["short"] and r["verdict"] == "room" and r["pattern_most"] < r["need"]]
+    assert sorted((r["config"], r["batch"], r["captured"]) for r in own) == sorted(
+        [("ssu state=fp32 act=bf16 z=none pools=cloned", 9, 16), ("ssu state=fp32 act=fp32 z=none pools=cloned", 9, 16)]
+        + [(f"ssu state=fp32 act=bf16 z=none pools=cloned T={t}", 8, 8) for t in (2, 3, 4)])
+    assert all(r["floor"] == "copy" and r["ours_of_pattern"] > 0.97 for r in own)
     pct = [line for line in str(fr.reach_summary(floor, runs)).splitlines() if "asked)" in line]
     assert [line.split(" at ")[1].split(":")[0] for line in pct] == ["64", "128"]
     assert all(line.startswith("gdn state=bf16 act=bf16 pools=cloned") for line in pct)
@@ -123,6 +146,13 @@ def test_chapter_06_says_what_the_recorded_floor_says():
     assert len(room) == 17 and "Seventeen rows have room" in prose
     assert f"{span(room, 'most')}× ahead of vLLM" in prose
     assert f"at {span(room, 'ours_of_floor', 100, 1)}% of the floor's speed" in prose
+    own = [r for r in room if r["pattern_most"] < r["need"]]
+    assert len(own) == 5 and "Five of those have room only against torch's `copy_`" in prose
+    assert f"at {span(own, 'ours_of_pattern', 100, 1)}% of their speed" in prose
+    assert f"only {span(own, 'pattern_most')}× ahead of vLLM" in prose
+    past = [r for r in own if r["ours_of_pattern"] > 1]
+    assert [(r["config"], r["captured"]) for r in past] == [("ssu state=fp32 act=bf16 z=none pools=cloned", 16)]
+    assert "at 9 → 16 with bf16 activations mambalab's kernel is already past them" in prose
     conv = next(r for r in floor["rows"] if r["kernel"] == "conv")
     assert (f"vLLM's runs at {conv['copy_us'] / conv['vllm_us']:.2f}× the copy's speed, mambalab's at "
             f"{conv['copy_us'] / conv['mambalab_us']:.2f}×") in prose
