@@ -71,6 +71,17 @@ def test_each_row_gets_the_fastest_floor_and_a_verdict():
     assert "short of the target in some run: 2; out of reach" in summary and "room: 1; no floor: 0" in summary
 
 
+def test_short_means_what_the_floor_run_picked_rows_by():
+    # each run met its own target: 1.12x where vLLM ran at 79% (1.1x asked), 1.05x where it ran at 81% (1x asked).
+    # The lowest ratio is under the highest target, yet no run missed: not short, as floor_cases says.
+    def run(vl_us, vl_pct):
+        return gr.BenchData({"date": "2026-11-29"}, 4000.0, _pair("ssu", "fp32", 4, 10.0, vl_us, vl_pct, **SSU))
+    runs = [run(11.2, 79.0), run(10.5, 81.0)]
+    assert fr.floor_cases(runs) == []
+    row = fr.reach_rows(_floor([_frow(4, 10.5, 10.0, 9.0)]), runs)[0]
+    assert row["lowest"] < row["need"] and row["short"] is False
+
+
 def test_room_only_against_torchs_copy_is_told_apart():
     # at 4 only the contiguous copy_ leaves room (10.5 / 9.0 = 1.167x); the slot and token copies, in the kernels'
     # pattern, would be 10.5 / 9.7 = 1.082x ahead: under the 1.1x asked

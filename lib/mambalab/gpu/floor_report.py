@@ -73,7 +73,8 @@ def reach_rows(floor: dict, runs: Sequence[BenchData]) -> list[dict]:
     """One dict per row of the floor run: its times (µs), the fastest floor (``floor_us``, which one in ``floor``),
     ``most`` (vLLM's time over the floor's), ``ours_of_floor`` (the floor's time over mambalab's: 1 is a kernel as
     fast as a copy), the floor's % of copy, and from ``runs`` the row's target (the highest any run asked), its lowest
-    and highest ratio and whether it was short in some run (``short``); ``verdict``: "no floor" (vLLM faster than every
+    and highest ratio and whether it missed its own run's target in some run (``short``, as :func:`floor_cases` picks
+    rows); ``verdict``: "no floor" (vLLM faster than every
     copy), "out of reach" (``most`` under the target), else "room". ``pattern_us``, ``pattern_most``,
     ``ours_of_pattern``: the same against the copies in the kernels' own pattern alone (the slot copy and the token
     floor: the kernel's slots, one read and ``T`` writes), without torch's contiguous ``copy_`` (None for the conv)."""
@@ -94,7 +95,7 @@ def reach_rows(floor: dict, runs: Sequence[BenchData]) -> list[dict]:
                         ours=f["vllm_us"] / f["mambalab_us"], ours_of_floor=fl / f["mambalab_us"],
                         floor_pct=pct(fl), mambalab_pct=pct(f["mambalab_us"]), need=need,
                         lowest=None if s is None else s["lo"], highest=None if s is None else s["hi"],
-                        short=s is not None and s["lo"] < need, verdict=_verdict(f["vllm_us"] / fl, need),
+                        short=s is not None and s["met"] < len(runs), verdict=_verdict(f["vllm_us"] / fl, need),
                         pattern_us=pat, pattern_most=None if pat is None else f["vllm_us"] / pat,
                         ours_of_pattern=None if pat is None else pat / f["mambalab_us"]))
     return out
